@@ -1,0 +1,369 @@
+"""Trainer configuration: dataclasses named and defaulted like Megatron Bridge's, one loader.
+
+A config is built from, in order: a recipe (``--recipe``), a YAML file (``--config``), then dotted
+overrides (``train.train_iters=20``). Every key and value is checked against the dataclasses; an unknown
+key or a bad value raises :class:`ConfigError` with a one-line message naming it. This module imports
+no torch, so the chaos layer can validate a scenario's overrides before anything is launched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A config key or value is wrong; the message names it and says what was expected."""
+
+
+@dataclass(kw_only=True)
+class ModelConfig:
+    """A decoder-only GPT; sizes as in Bridge's GPTConfig."""
+
+    impl: Literal["torch", "te"] = "torch"
+    """'torch': plain torch layers (always available); 'te': Transformer Engine layers (GPU extra)."""
+    num_layers: int = 2
+    hidden_size: int = 64
+    num_attention_heads: int = 4
+    ffn_hidden_size: Optional[int] = None
+    """Defaults to 4 * hidden_size."""
+    seq_length: int = 64
+    vocab_size: int = 256
+    """Byte-level tokenizer: 256 symbols."""
+    hidden_dropout: float = 0.0
+    attention_dropout: float = 0.0
+    init_method_std: float = 0.02
+    bf16: bool = False
+    """Autocast to bfloat16 (GPU recipes)."""
+
+    def __post_init__(self) -> None:
+        if self.hidden_size % self.num_attention_heads:
+            raise ConfigError(
+                f"model.hidden_size ({self.hidden_size}) must be divisible by "
+                f"model.num_attention_heads ({self.num_attention_heads})"
+            )
+        if self.ffn_hidden_size is None:
+            self.ffn_hidden_size = 4 * self.hidden_size
+
+
+@dataclass(kw_only=True)
+class DatasetConfig:
+    """The deterministic synthetic corpus (see trainer/data.py)."""
+
+    corpus_bytes: int = 1 << 16
+    """Size of the generated text corpus; samples are windows of seq_length+1 bytes into it."""
+    seed: Optional[int] = None
+    """Corpus seed; defaults to rng.seed."""
+
+
+@dataclass(kw_only=True)
+class TrainConfig:
+    train_iters: int = 20
+    micro_batch_size: int = 4
+    global_batch_size: Optional[int] = None
+    """Defaults to micro_batch_size * data-parallel size (no gradient accumulation)."""
+    exit_signal_handler: bool = False
+    """Megatron Bridge's DistributedSignalHandler: on exit_signal, all ranks save and exit cleanly."""
+    exit_signal: str = "SIGTERM"
+    exit_interval: Optional[int] = None
+    """Stop (after saving) once iteration % exit_interval == 0, as Megatron's --exit-interval."""
+
+
+@dataclass(kw_only=True)
+class OptimizerConfig:
+    optimizer: Literal["adam", "sgd"] = "adam"
+    lr: float = 1e-3
+    min_lr: float = 1e-5
+    weight_decay: float = 0.01
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.95
+    adam_eps: float = 1e-8
+    clip_grad: float = 1.0
+
+
+@dataclass(kw_only=True)
+class SchedulerConfig:
+    lr_decay_style: Literal["constant", "linear", "cosine"] = "cosine"
+    lr_warmup_iters: int = 2
+    lr_decay_iters: Optional[int] = None
+    """Defaults to train.train_iters."""
+
+
+@dataclass(kw_only=True)
+class CheckpointConfig:
+    save: Optional[str] = None
+    """Folder for checkpoints; None disables saving."""
+    load: Optional[str] = None
+    """Folder to resume from; None means auto-resume from `save` (announced loudly)."""
+    save_interval: Optional[int] = None
+    async_save: bool = False
+    """torch DCP async_save on a dedicated gloo group: training continues while writing."""
+    ckpt_format: Literal["torch_dist"] = "torch_dist"
+    most_recent_k: int = -1
+    """Keep only the newest k good checkpoints (-1 keeps all)."""
+    verify_on_load: bool = True
+    """Check every file against the manifest's sha256 before loading."""
+
+
+@dataclass(kw_only=True)
+class RNGConfig:
+    seed: int = 1234
+
+
+@dataclass(kw_only=True)
+class LoggerConfig:
+    log_interval: int = 1
+    run_dir: Optional[str] = None
+    """Where the event log (<run_dir>/events/rank-<r>.jsonl) and final weights go; None: no events."""
+
+
+@dataclass(kw_only=True)
+class DistConfig:
+    distributed_backend: Literal["auto", "gloo", "nccl"] = "auto"
+    """'auto': NCCL when CUDA is available, else gloo."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    distributed_timeout_minutes: int = 10
+
+
+@dataclass(kw_only=True)
+class FaultToleranceConfig:
+    """Bridge's FaultToleranceConfig (NVRx ft_launcher + RankMonitorClient)."""
+
+    enable_ft_package: bool = False
+    calc_ft_timeouts: bool = False
+    use_sections: bool = False
+    """Report sections setup/step/checkpointing instead of bare heartbeats."""
+    simulate_fault: bool = False
+    simulated_fault_type: Literal["random", "rank_hung", "rank_killed"] = "random"
+    simulated_fault_rank: Optional[int] = None
+    """None: a rank chosen with rng.seed (the same on every rank, no communication)."""
+    simulated_fault_base_delay: float = 0.0
+
+
+@dataclass(kw_only=True)
+class NVRxStragglerDetectionConfig:
+    enabled: bool = False
+    report_time_interval: float = 300.0
+    calc_relative_gpu_perf: bool = True
+    calc_individual_gpu_perf: bool = True
+    num_gpu_perf_scores_to_print: int = 5
+    gpu_relative_perf_threshold: float = 0.7
+    gpu_individual_perf_threshold: float = 0.7
+    stop_if_detected: bool = False
+    enable_logging: bool = True
+    profiling_interval: int = 1
+
+
+@dataclass(kw_only=True)
+class RerunStateMachineConfig:
+    error_injection_rate: int = 0
+    error_injection_type: Literal["correct_result", "transient_error", "persistent_error"] = "transient_error"
+    rerun_mode: Literal["disabled", "validate_results", "report_determinism_stats"] = "disabled"
+    check_for_nan_in_loss: bool = True
+    check_for_spiky_loss: bool = False
+    spiky_loss_factor: float = 10.0
+
+
+@dataclass(kw_only=True)
+class InProcessRestartConfig:
+    enabled: bool = False
+    max_iterations: Optional[int] = None
+    monitor_thread_interval: float = 1.0
+    monitor_process_interval: float = 1.0
+    progress_watchdog_interval: float = 1.0
+    heartbeat_interval: float = 30.0
+    soft_timeout: float = 60.0
+    hard_timeout: float = 90.0
+    heartbeat_timeout: float = 60.0
+    barrier_timeout: float = 120.0
+    completion_timeout: float = 120.0
+    last_call_wait: float = 1.0
+    termination_grace_time: float = 1.0
+    granularity: Literal["node", "rank"] = "node"
+
+
+@dataclass(kw_only=True)
+class FaultInjectionConfig:
+    """The chaos hook. Nothing is injected unless `plan` names a fault plan written by the chaos runner."""
+
+    plan: Optional[str] = None
+
+
+@dataclass(kw_only=True)
+class TrainerConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    dataset: DatasetConfig = field(default_factory=DatasetConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    rng: RNGConfig = field(default_factory=RNGConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    dist: DistConfig = field(default_factory=DistConfig)
+    ft: FaultToleranceConfig = field(default_factory=FaultToleranceConfig)
+    nvrx_straggler: NVRxStragglerDetectionConfig = field(default_factory=NVRxStragglerDetectionConfig)
+    rerun_state_machine: RerunStateMachineConfig = field(default_factory=RerunStateMachineConfig)
+    inprocess_restart: InProcessRestartConfig = field(default_factory=InProcessRestartConfig)
+    fault_injection: FaultInjectionConfig = field(default_factory=FaultInjectionConfig)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Cross-field checks; each error says how to fix the value."""
+        t, s, c = self.train, self.scheduler, self.checkpoint
+        positive = {
+            "train.train_iters": t.train_iters,
+            "train.micro_batch_size": t.micro_batch_size,
+            "model.num_layers": self.model.num_layers,
+            "model.seq_length": self.model.seq_length,
+            "logger.log_interval": self.logger.log_interval,
+        }
+        for key, value in positive.items():
+            if value < 1:
+                raise ConfigError(f"{key}: must be >= 1, got {value}")
+        decay = s.lr_decay_iters if s.lr_decay_iters is not None else t.train_iters
+        if s.lr_decay_style != "constant" and not s.lr_warmup_iters < decay:
+            raise ConfigError(
+                f"scheduler.lr_warmup_iters ({s.lr_warmup_iters}) must be < scheduler.lr_decay_iters "
+                f"({decay}); lower the warm-up or raise lr_decay_iters"
+            )
+        if c.save_interval is not None and c.save_interval < 1:
+            raise ConfigError(f"checkpoint.save_interval: must be >= 1, got {c.save_interval}")
+        if c.save_interval is not None and c.save is None:
+            raise ConfigError("checkpoint.save_interval is set but checkpoint.save is not: name a folder")
+        if self.model.seq_length + 1 > self.dataset.corpus_bytes:
+            raise ConfigError("dataset.corpus_bytes must exceed model.seq_length")
+        if self.ft.simulate_fault and self.ft.simulated_fault_base_delay < 0:
+            raise ConfigError("ft.simulated_fault_base_delay: must be >= 0")
+
+    def digest(self) -> str:
+        """A short hash of every setting that changes the numbers a run computes."""
+        d = dataclasses.asdict(self)
+        for volatile in ("logger", "fault_injection", "ft", "dist", "inprocess_restart"):
+            d.pop(volatile)
+        d["checkpoint"] = {"save_interval": self.checkpoint.save_interval}
+        blob = json.dumps(d, sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+SECTIONS: dict[str, type] = {f.name: f.default_factory for f in dataclasses.fields(TrainerConfig)}  # type: ignore[misc]
+
+
+def _coerce(key: str, value: Any, annotation: Any) -> Any:
+    """Check `value` against a field annotation; ints are accepted for floats. Raises ConfigError."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        non_none = [a for a in args if a is not type(None)]
+        return _coerce(key, value, non_none[0])
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(f"{key}: must be one of {list(args)}, got {value!r}")
+        return value
+    if annotation is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}: expected true or false, got {value!r}")
+        return value
+    if annotation is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        return value
+    if annotation is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key}: expected a number, got {value!r}")
+        return float(value)
+    if annotation is str:
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            raise ConfigError(f"{key}: expected a string, got {value!r}")
+        return str(value)
+    raise ConfigError(f"{key}: unsupported type {annotation}")
+
+
+def _field_types(section_cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(section_cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(section_cls)}
+
+
+def _flatten(tree: Any, source: str, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(tree, dict):
+        raise ConfigError(f"{source}: {prefix or 'top level'} must be a mapping, got {type(tree).__name__}")
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        dotted = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, dict):
+            flat.update(_flatten(value, source, dotted))
+        else:
+            flat[dotted] = value
+    return flat
+
+
+def build_config(values: dict[str, Any]) -> TrainerConfig:
+    """Build a TrainerConfig from flat dotted keys; every key and value is checked."""
+    sections: dict[str, dict[str, Any]] = {}
+    for dotted, value in values.items():
+        section, _, name = dotted.partition(".")
+        if section not in SECTIONS:
+            raise ConfigError(f"unknown config section {section!r} in key {dotted!r}; known: {sorted(SECTIONS)}")
+        types_ = _field_types(SECTIONS[section])
+        if name not in types_:
+            raise ConfigError(f"unknown config key {dotted!r}; {section} has: {sorted(types_)}")
+        sections.setdefault(section, {})[name] = _coerce(dotted, value, types_[name])
+    try:
+        return TrainerConfig(**{s: SECTIONS[s](**kw) for s, kw in sections.items()})
+    except TypeError as e:  # pragma: no cover - guarded by the key checks above
+        raise ConfigError(str(e)) from None
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """'train.train_iters=20' -> ('train.train_iters', 20); the value is read as a YAML scalar."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key or "." not in key:
+        raise ConfigError(f"bad override {text!r}: expected section.key=value, e.g. train.train_iters=20")
+    try:
+        value = yaml.safe_load(raw) if raw else None
+    except yaml.YAMLError:
+        value = raw
+    if isinstance(value, (dict, list)):
+        value = raw
+    return key.strip(), value
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a config YAML file (safe loader) into flat dotted keys."""
+    p = Path(path)
+    try:
+        tree = yaml.safe_load(p.read_text())
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {p}: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{p}: not valid YAML ({str(e).splitlines()[0]})") from None
+    return _flatten(tree or {}, str(p))
+
+
+def load_config(
+    recipe: str | None = None, config_file: str | None = None, overrides: list[str] | tuple[str, ...] = ()
+) -> TrainerConfig:
+    """Recipe, then YAML file, then dotted overrides; later ones win."""
+    from trainer.recipes import recipe_values
+
+    values: dict[str, Any] = dict(recipe_values(recipe)) if recipe else {}
+    if config_file:
+        values.update(load_yaml(config_file))
+    for text in overrides:
+        key, value = parse_override(text)
+        values[key] = value
+    return build_config(values)
