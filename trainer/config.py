@@ -8,6 +8,7 @@ no torch, so the chaos layer can validate a scenario's overrides before anything
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -15,7 +16,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 import yaml
 
@@ -33,7 +34,7 @@ class ModelConfig:
     num_layers: int = 2
     hidden_size: int = 64
     num_attention_heads: int = 4
-    ffn_hidden_size: Optional[int] = None
+    ffn_hidden_size: int | None = None
     """Defaults to 4 * hidden_size."""
     seq_length: int = 64
     vocab_size: int = 256
@@ -45,6 +46,9 @@ class ModelConfig:
     """Autocast to bfloat16 (GPU recipes)."""
 
     def __post_init__(self) -> None:
+        for key in ("num_layers", "hidden_size", "num_attention_heads", "seq_length", "vocab_size"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"model.{key}: must be >= 1, got {getattr(self, key)}")
         if self.hidden_size % self.num_attention_heads:
             raise ConfigError(
                 f"model.hidden_size ({self.hidden_size}) must be divisible by "
@@ -60,7 +64,7 @@ class DatasetConfig:
 
     corpus_bytes: int = 1 << 16
     """Size of the generated text corpus; samples are windows of seq_length+1 bytes into it."""
-    seed: Optional[int] = None
+    seed: int | None = None
     """Corpus seed; defaults to rng.seed."""
 
 
@@ -68,12 +72,12 @@ class DatasetConfig:
 class TrainConfig:
     train_iters: int = 20
     micro_batch_size: int = 4
-    global_batch_size: Optional[int] = None
+    global_batch_size: int | None = None
     """Defaults to micro_batch_size * data-parallel size (no gradient accumulation)."""
     exit_signal_handler: bool = False
     """Megatron Bridge's DistributedSignalHandler: on exit_signal, all ranks save and exit cleanly."""
     exit_signal: str = "SIGTERM"
-    exit_interval: Optional[int] = None
+    exit_interval: int | None = None
     """Stop (after saving) once iteration % exit_interval == 0, as Megatron's --exit-interval."""
 
 
@@ -93,17 +97,17 @@ class OptimizerConfig:
 class SchedulerConfig:
     lr_decay_style: Literal["constant", "linear", "cosine"] = "cosine"
     lr_warmup_iters: int = 2
-    lr_decay_iters: Optional[int] = None
+    lr_decay_iters: int | None = None
     """Defaults to train.train_iters."""
 
 
 @dataclass(kw_only=True)
 class CheckpointConfig:
-    save: Optional[str] = None
+    save: str | None = None
     """Folder for checkpoints; None disables saving."""
-    load: Optional[str] = None
+    load: str | None = None
     """Folder to resume from; None means auto-resume from `save` (announced loudly)."""
-    save_interval: Optional[int] = None
+    save_interval: int | None = None
     async_save: bool = False
     """torch DCP async_save on a dedicated gloo group: training continues while writing."""
     ckpt_format: Literal["torch_dist"] = "torch_dist"
@@ -121,7 +125,7 @@ class RNGConfig:
 @dataclass(kw_only=True)
 class LoggerConfig:
     log_interval: int = 1
-    run_dir: Optional[str] = None
+    run_dir: str | None = None
     """Where the event log (<run_dir>/events/rank-<r>.jsonl) and final weights go; None: no events."""
 
 
@@ -143,7 +147,7 @@ class FaultToleranceConfig:
     """Report sections setup/step/checkpointing instead of bare heartbeats."""
     simulate_fault: bool = False
     simulated_fault_type: Literal["random", "rank_hung", "rank_killed"] = "random"
-    simulated_fault_rank: Optional[int] = None
+    simulated_fault_rank: int | None = None
     """None: a rank chosen with rng.seed (the same on every rank, no communication)."""
     simulated_fault_base_delay: float = 0.0
 
@@ -175,7 +179,7 @@ class RerunStateMachineConfig:
 @dataclass(kw_only=True)
 class InProcessRestartConfig:
     enabled: bool = False
-    max_iterations: Optional[int] = None
+    max_iterations: int | None = None
     monitor_thread_interval: float = 1.0
     monitor_process_interval: float = 1.0
     progress_watchdog_interval: float = 1.0
@@ -194,7 +198,7 @@ class InProcessRestartConfig:
 class FaultInjectionConfig:
     """The chaos hook. Nothing is injected unless `plan` names a fault plan written by the chaos runner."""
 
-    plan: Optional[str] = None
+    plan: str | None = None
 
 
 @dataclass(kw_only=True)
@@ -285,7 +289,10 @@ def _coerce(key: str, value: Any, annotation: Any) -> Any:
     if annotation is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{key}: expected a number, got {value!r}")
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:
+            raise ConfigError(f"{key}: {value} is too large for a number") from None
     if annotation is str:
         if not isinstance(value, (str, int, float)) or isinstance(value, bool):
             raise ConfigError(f"{key}: expected a string, got {value!r}")
@@ -339,6 +346,10 @@ def parse_override(text: str) -> tuple[str, Any]:
         value = raw
     if isinstance(value, (dict, list)):
         value = raw
+    if isinstance(value, str) and raw.strip()[:1] not in ("'", '"'):
+        # YAML 1.1 reads an unquoted 1e-3 (no dot) as a string; on a command line it is plainly a number.
+        with contextlib.suppress(ValueError):
+            value = float(value) if value.strip().lower() not in ("nan", "inf", "-inf", "infinity") else value
     return key.strip(), value
 
 

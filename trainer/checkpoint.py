@@ -1,0 +1,269 @@
+"""Atomic, verified, resumable checkpoints with torch.distributed.checkpoint (DCP).
+
+Layout under `checkpoint.save`::
+
+    iter_0000005/            a finished checkpoint: DCP files, rank_state/rank-<r>.pt, manifest.json
+    iter_0000010.tmp/        a save in flight (never loaded; removed at the next start)
+    latest_checkpointed_iteration.txt
+
+A save writes into `iter_N.tmp`, then rank 0 writes manifest.json (size and sha256 of every file),
+renames the folder into place, and only then rewrites the tracker (temp file + os.replace). A save killed
+half-way therefore leaves an `.tmp` folder that nothing loads. On load, each candidate (newest first) is
+checked against its manifest; a corrupt or truncated one emits `checkpoint_corrupt` and the next older
+one is tried. Rank 0 picks and broadcasts, so every rank loads the same checkpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+
+from trainer.config import CheckpointConfig
+from trainer.events import EventLog
+
+log = logging.getLogger(__name__)
+
+TRACKER = "latest_checkpointed_iteration.txt"
+MANIFEST = "manifest.json"
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint cannot be used (wrong world size, nothing loadable where `load` points)."""
+
+
+class Checkpointable(Protocol):
+    """What the trainer hands to the checkpointer: DCP-shardable state and per-rank plain state."""
+
+    def sharded_state_dict(self) -> dict[str, Any]: ...
+    def load_sharded_state_dict(self, state: dict[str, Any]) -> None: ...
+    def rank_state_dict(self) -> dict[str, Any]: ...
+    def load_rank_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+def iteration_dir(root: Path, iteration: int) -> Path:
+    return root / f"iter_{iteration:07d}"
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write via a temp file, fsync, os.replace: readers see the old or the new content, never half."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_manifest(folder: Path, iteration: int, world_size: int) -> None:
+    files = {
+        str(p.relative_to(folder)): {"size": p.stat().st_size, "sha256": _sha256(p)}
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != MANIFEST
+    }
+    manifest = {"iteration": iteration, "world_size": world_size, "files": files}
+    atomic_write_text(folder / MANIFEST, json.dumps(manifest, indent=1))
+
+
+def verify(folder: Path, check_hashes: bool = True) -> str | None:
+    """None when `folder` is a complete checkpoint matching its manifest, else the reason it is not."""
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text())
+        files = manifest["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "missing or unreadable manifest.json"
+    for name, meta in files.items():
+        path = folder / name
+        if not path.is_file():
+            return f"missing file {name}"
+        if path.stat().st_size != meta["size"]:
+            return f"{name}: size {path.stat().st_size} != {meta['size']} (truncated?)"
+        if check_hashes and _sha256(path) != meta["sha256"]:
+            return f"{name}: sha256 mismatch (corrupted)"
+    return None
+
+
+def list_checkpoints(root: Path) -> list[tuple[int, Path]]:
+    """Finished checkpoint folders under `root`, newest first (in-flight .tmp folders excluded)."""
+    found = []
+    for p in root.glob("iter_*"):
+        suffix = p.name.removeprefix("iter_")
+        if p.is_dir() and suffix.isdigit():
+            found.append((int(suffix), p))
+    return sorted(found, reverse=True)
+
+
+@dataclass
+class _PendingSave:
+    iteration: int
+    tmp: Path
+    future: Future
+    started: float
+
+
+class Checkpointer:
+    """Saves every `save_interval` steps (sync or async) and resumes from the newest good checkpoint."""
+
+    def __init__(self, cfg: CheckpointConfig, events: EventLog, rank: int, world_size: int):
+        self.cfg = cfg
+        self.events = events
+        self.rank = rank
+        self.world_size = world_size
+        self.root = Path(cfg.save) if cfg.save else None
+        self._pending: _PendingSave | None = None
+        self._ckpt_group = None
+        if self.root is not None and rank == 0:
+            self.root.mkdir(parents=True, exist_ok=True)
+            for stale in self.root.glob("iter_*.tmp"):
+                shutil.rmtree(stale, ignore_errors=True)
+        if self.root is not None:
+            dist.barrier()
+
+    # ----------------------------------------------------------------------------------------- load
+    def load(self, state: Checkpointable) -> int:
+        """Restore the newest good checkpoint; returns its iteration (0: nothing to resume from)."""
+        source = self.cfg.load or self.cfg.save
+        if source is None:
+            return 0
+        choice = [self._choose(Path(source)) if self.rank == 0 else None]
+        dist.broadcast_object_list(choice, src=0)
+        if choice[0] is None:
+            if self.cfg.load is not None:
+                raise CheckpointError(f"checkpoint.load={self.cfg.load}: no loadable checkpoint there")
+            return 0
+        iteration, folder = choice[0]
+        folder = Path(folder)
+        auto = self.cfg.load is None
+        self.events.emit("resume", iteration=iteration, path=str(folder), auto=auto)
+        if auto and self.rank == 0:
+            log.warning(
+                "AUTO-RESUME: checkpoint.load is unset; resuming from the newest good checkpoint in "
+                "checkpoint.save: %s (iteration %d)", folder, iteration,
+            )
+        t0 = time.monotonic()
+        rank_file = folder / "rank_state" / f"rank-{self.rank}.pt"
+        if not rank_file.is_file():
+            raise CheckpointError(f"{folder}: no state for rank {self.rank} (saved with another world size?)")
+        sharded = state.sharded_state_dict()
+        dcp.load(sharded, checkpoint_id=str(folder))
+        state.load_sharded_state_dict(sharded)
+        state.load_rank_state_dict(torch.load(rank_file, weights_only=True))
+        self.events.emit("checkpoint_load", iteration=iteration, path=str(folder), seconds=time.monotonic() - t0)
+        return iteration
+
+    def _choose(self, root: Path) -> tuple[int, str] | None:
+        for iteration, folder in list_checkpoints(root):
+            reason = verify(folder, self.cfg.verify_on_load)
+            if reason is None:
+                return iteration, str(folder)
+            self.events.emit("checkpoint_corrupt", path=str(folder), reason=reason)
+            log.warning("checkpoint %s is unusable (%s); trying the previous one", folder, reason)
+        return None
+
+    # ----------------------------------------------------------------------------------------- save
+    def should_save(self, iteration: int) -> bool:
+        return bool(self.root and self.cfg.save_interval and iteration % self.cfg.save_interval == 0)
+
+    def save(self, iteration: int, state: Checkpointable) -> None:
+        """Write a checkpoint of `iteration`; async saves are finalized later by `poll` or `close`."""
+        assert self.root is not None
+        self.wait()
+        final = iteration_dir(self.root, iteration)
+        tmp = final.with_name(final.name + ".tmp")
+        self.events.emit("checkpoint_save_begin", iteration=iteration, path=str(final), **{"async": self.cfg.async_save})
+        t0 = time.monotonic()
+        if self.rank == 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+            (tmp / "rank_state").mkdir(parents=True)
+        dist.barrier()
+        self._write_rank_state(tmp, state)
+        if self.cfg.async_save:
+            future = dcp.async_save(
+                state.sharded_state_dict(), checkpoint_id=str(tmp), process_group=self._checkpoint_group()
+            )
+            self._pending = _PendingSave(iteration, tmp, future, t0)
+            return
+        dcp.save(state.sharded_state_dict(), checkpoint_id=str(tmp))
+        dist.barrier()
+        self._finalize(iteration, tmp, t0, is_async=False)
+        dist.barrier()
+
+    def _write_rank_state(self, tmp: Path, state: Checkpointable) -> None:
+        path = tmp / "rank_state" / f"rank-{self.rank}.pt"
+        with open(path, "wb") as f:
+            torch.save(state.rank_state_dict(), f)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def _checkpoint_group(self) -> dist.ProcessGroup:
+        # DCP's background collectives must not interleave with DDP's all-reduces on the training group:
+        # on gloo that deadlocks (measured), so async saves get a group of their own.
+        if self._ckpt_group is None:
+            self._ckpt_group = dist.new_group(backend="gloo")
+        return self._ckpt_group
+
+    def _finalize(self, iteration: int, tmp: Path, started: float, is_async: bool) -> None:
+        """Rank 0 seals the checkpoint (manifest, rename, tracker); every rank logs the end."""
+        final = iteration_dir(self.root, iteration)
+        if self.rank == 0:
+            write_manifest(tmp, iteration, self.world_size)
+            shutil.rmtree(final, ignore_errors=True)
+            os.rename(tmp, final)
+            _fsync_dir(self.root)
+            atomic_write_text(self.root / TRACKER, f"{iteration}\n")
+            self._prune()
+        self.events.emit(
+            "checkpoint_save_end", iteration=iteration, path=str(final),
+            seconds=time.monotonic() - started, **{"async": is_async},
+        )
+
+    def _prune(self) -> None:
+        if self.cfg.most_recent_k > 0:
+            for _, folder in list_checkpoints(self.root)[self.cfg.most_recent_k :]:
+                shutil.rmtree(folder, ignore_errors=True)
+
+    def poll(self) -> None:
+        """Finalize an async save whose writes have finished (called once per step)."""
+        if self._pending is not None and self._pending.future.done():
+            self.wait()
+
+    def wait(self) -> None:
+        """Block until an in-flight async save is written and sealed."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        pending.future.result()
+        # Rank 0's future completes only after every rank's data is written (DCP gathers write results
+        # at the coordinator before it writes the metadata), so rank 0 may seal without a barrier.
+        self._finalize(pending.iteration, pending.tmp, pending.started, is_async=True)
+
+    def close(self) -> None:
+        self.wait()

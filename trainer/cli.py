@@ -1,0 +1,41 @@
+"""The trainer's command line. Config errors exit 2 with one line naming the key, before anything is written."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import warnings
+
+from trainer.config import ConfigError, TrainerConfig, load_config
+from trainer.recipes import RECIPES
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m trainer", description="A small GPT trainer with resiliency features.")
+    p.add_argument("--recipe", choices=sorted(RECIPES), help="named defaults to start from (Bridge's recipes)")
+    p.add_argument("--config", metavar="FILE", help="YAML config file (sections as in trainer/config.py)")
+    p.add_argument("overrides", nargs="*", metavar="section.key=value", help="dotted overrides, e.g. train.train_iters=20")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        cfg = load_config(args.recipe, args.config, args.overrides)
+    except ConfigError as e:
+        print(f"trainer: error: {e}", file=sys.stderr)
+        return 2
+    return run(cfg)
+
+
+def run(cfg: TrainerConfig) -> int:
+    """Train under the launcher's environment; returns the process exit code."""
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    from trainer.session import TrainingSession
+
+    with TrainingSession(cfg) as session:
+        logging.basicConfig(
+            level=logging.INFO, format=f"[%(asctime)s] [%(levelname)s] [rank{session.env.rank}] %(message)s"
+        )
+        return session.run()

@@ -1,0 +1,256 @@
+"""The training loop: build, resume, step, save, stop. Resiliency concerns plug in as Components."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import math
+import os
+import platform
+import random
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from trainer.checkpoint import Checkpointer, atomic_write_text
+from trainer.components import Component
+from trainer.config import ConfigError, SchedulerConfig, TrainerConfig
+from trainer.data import Sampler, build_corpus
+from trainer.distributed import DistEnv, all_ranks_agree
+from trainer.events import EventLog
+from trainer.model import GPT
+
+log = logging.getLogger(__name__)
+
+
+class LRSchedule:
+    """Megatron's shape: linear warm-up, then linear or cosine decay to min_lr; state is the step count."""
+
+    def __init__(self, cfg: SchedulerConfig, lr: float, min_lr: float, train_iters: int):
+        self.cfg, self.lr, self.min_lr = cfg, lr, min_lr
+        self.decay_iters = cfg.lr_decay_iters or train_iters
+        self.num_steps = 0
+
+    def current(self) -> float:
+        n, warm = self.num_steps, self.cfg.lr_warmup_iters
+        if warm and n < warm:
+            return self.lr * (n + 1) / warm
+        if self.cfg.lr_decay_style == "constant":
+            return self.lr
+        frac = min(1.0, (n - warm) / max(1, self.decay_iters - warm))
+        coeff = 1.0 - frac if self.cfg.lr_decay_style == "linear" else 0.5 * (1.0 + math.cos(math.pi * frac))
+        return self.min_lr + coeff * (self.lr - self.min_lr)
+
+    def state_dict(self) -> dict[str, int]:
+        return {"num_steps": self.num_steps}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.num_steps = int(state["num_steps"])
+
+
+def rng_state() -> dict[str, Any]:
+    """Every RNG a step can touch, in a form torch.load(weights_only=True) accepts."""
+    version, mt, gauss = random.getstate()
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    state: dict[str, Any] = {
+        "python": [version, list(mt), gauss],
+        "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, cached],
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    version, mt, gauss = state["python"]
+    random.setstate((version, tuple(mt), gauss))
+    kind, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def weights_digest(model: torch.nn.Module) -> str:
+    h = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+class Trainer:
+    """Owns the model, optimizer, schedule and data, and runs the loop; implements Checkpointable."""
+
+    def __init__(self, cfg: TrainerConfig, env: DistEnv, events: EventLog, components: list[Component]):
+        self.cfg, self.env, self.events, self.components = cfg, env, events, components
+        self.iteration = 0
+        tc = cfg.train
+        gbs = tc.global_batch_size or tc.micro_batch_size * env.world_size
+        if gbs % (tc.micro_batch_size * env.world_size):
+            raise ConfigError(
+                f"train.global_batch_size ({gbs}) must be a multiple of micro_batch_size x world size "
+                f"({tc.micro_batch_size} x {env.world_size})"
+            )
+        torch.manual_seed(cfg.rng.seed)
+        random.seed(cfg.rng.seed)
+        np.random.seed(cfg.rng.seed)
+        self.model = GPT(cfg.model).to(env.device)
+        self.ddp = DDP(self.model, device_ids=[env.local_rank] if env.device.type == "cuda" else None)
+        self.optimizer = self._build_optimizer()
+        self.schedule = LRSchedule(cfg.scheduler, cfg.optimizer.lr, cfg.optimizer.min_lr, tc.train_iters)
+        corpus_seed = cfg.dataset.seed if cfg.dataset.seed is not None else cfg.rng.seed
+        self.sampler = Sampler(
+            build_corpus(corpus_seed, cfg.dataset.corpus_bytes), corpus_seed, cfg.model.seq_length,
+            tc.micro_batch_size, gbs, env.rank, env.world_size,
+        )
+        self.checkpointer = Checkpointer(cfg.checkpoint, events, env.rank, env.world_size)
+
+    def _build_optimizer(self) -> torch.optim.Optimizer:
+        o = self.cfg.optimizer
+        if o.optimizer == "sgd":
+            return torch.optim.SGD(self.model.parameters(), lr=o.lr, weight_decay=o.weight_decay)
+        return torch.optim.AdamW(
+            self.model.parameters(), lr=o.lr, betas=(o.adam_beta1, o.adam_beta2), eps=o.adam_eps,
+            weight_decay=o.weight_decay, foreach=False,
+        )
+
+    # ------------------------------------------------------------------------------ Checkpointable
+    def sharded_state_dict(self) -> dict[str, Any]:
+        model_sd, optim_sd = get_state_dict(self.ddp, self.optimizer)
+        return {"model": model_sd, "optim": optim_sd}
+
+    def load_sharded_state_dict(self, state: dict[str, Any]) -> None:
+        set_state_dict(self.ddp, self.optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+
+    def rank_state_dict(self) -> dict[str, Any]:
+        return {
+            "iteration": self.iteration,
+            "schedule": self.schedule.state_dict(),
+            "data": self.sampler.state_dict(),
+            "rng": rng_state(),
+            "resiliency": {c.name: c.state_dict() for c in self.components},
+        }
+
+    def load_rank_state_dict(self, state: dict[str, Any]) -> None:
+        self.iteration = int(state["iteration"])
+        self.schedule.load_state_dict(state["schedule"])
+        self.sampler.load_state_dict(state["data"])
+        set_rng_state(state["rng"])
+        for c in self.components:
+            c.load_state_dict(state["resiliency"].get(c.name, {}))
+
+    # ------------------------------------------------------------------------------------ the loop
+    @contextlib.contextmanager
+    def section(self, name: str) -> Iterator[None]:
+        for c in self.components:
+            c.section_start(name)
+        yield
+        for c in self.components:
+            c.section_end(name)
+
+    def train(self) -> str:
+        """Run to train_iters or until a component asks to stop; returns the exit reason."""
+        self.iteration = self.checkpointer.load(self)
+        for c in self.components:
+            c.on_train_start(self, self.iteration)
+        reason = "completed"
+        while self.iteration < self.cfg.train.train_iters:
+            step = self.iteration + 1
+            for c in self.components:
+                c.before_step(self, step)
+            t0 = time.perf_counter()
+            with self.section("step"):
+                loss = self.train_step()
+            self.iteration = step
+            self.log_step(loss, time.perf_counter() - t0)
+            for c in self.components:
+                c.after_step(self, step, loss)
+            stop = self._stop_reason(step)
+            if self.checkpointer.should_save(step) or (stop and self.checkpointer.root):
+                with self.section("checkpointing"):
+                    self.checkpointer.save(step, self)
+            self.checkpointer.poll()
+            if stop:
+                reason = stop
+                break
+        with self.section("checkpointing"):
+            self.checkpointer.close()
+        return reason
+
+    def _stop_reason(self, step: int) -> str | None:
+        interval = self.cfg.train.exit_interval
+        if interval and step % interval == 0 and step < self.cfg.train.train_iters:
+            return "exit_interval"
+        reasons = [r for c in self.components if (r := c.stop_reason(self, step))]
+        # Every rank must stop at the same step, or the ones that go on hang in the next all-reduce.
+        if all_ranks_agree(bool(reasons), self.env.device):
+            return reasons[0] if reasons else "peer_stopped"
+        return None
+
+    def train_step(self) -> float:
+        """One optimizer step over the global batch; returns the loss averaged over data-parallel ranks."""
+        lr = self.schedule.current()
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        n_micro = self.sampler.num_microbatches
+        total = torch.zeros((), device=self.env.device)
+        for micro in range(n_micro):
+            x, y = (t.to(self.env.device) for t in self.sampler.batch(micro))
+            sync = contextlib.nullcontext() if micro == n_micro - 1 else self.ddp.no_sync()
+            with sync, torch.autocast(self.env.device.type, torch.bfloat16, enabled=self.cfg.model.bf16):
+                loss = self.ddp(x, y) / n_micro
+            loss.backward()
+            total += loss.detach()
+        if self.cfg.optimizer.clip_grad > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.optimizer.clip_grad)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.schedule.num_steps += 1
+        self.sampler.advance()
+        dist.all_reduce(total)
+        return total.item() / self.env.world_size
+
+    def log_step(self, loss: float, step_time: float) -> None:
+        lr = self.optimizer.param_groups[0]["lr"]
+        self.events.emit(
+            "step", iteration=self.iteration, loss=loss, lr=lr, step_time=step_time,
+            consumed_samples=self.sampler.consumed_samples,
+        )
+        if self.env.rank == 0 and self.iteration % self.cfg.logger.log_interval == 0:
+            print(
+                f"iteration {self.iteration}/{self.cfg.train.train_iters} | lm loss {loss:.6E} | "
+                f"lr {lr:.3E} | step time {step_time * 1000:.1f} ms",
+                flush=True,
+            )
+
+    def save_final_weights(self) -> str:
+        """Rank 0 writes <run_dir>/final_weights.pt (atomically); every rank returns the digest."""
+        digest = weights_digest(self.model)
+        run_dir = self.cfg.logger.run_dir
+        if run_dir and self.env.rank == 0:
+            path = Path(run_dir) / "final_weights.pt"
+            tmp = path.with_name(".final_weights.pt.tmp")
+            torch.save({k: v.detach().cpu() for k, v in self.model.state_dict().items()}, tmp)
+            os.replace(tmp, path)
+            atomic_write_text(Path(run_dir) / "final_weights.sha256", digest + "\n")
+        return digest
+
+
+def versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        nvrx = version("nvidia-resiliency-ext")
+    except PackageNotFoundError:
+        nvrx = "absent"
+    return {"torch": torch.__version__, "nvrx": nvrx, "python": platform.python_version()}

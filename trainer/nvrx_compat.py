@@ -1,0 +1,36 @@
+"""The one place that knows which nvidia-resiliency-ext is installed.
+
+0.4.1 (the newest wheel for glibc 2.36 / Python 3.11) and 0.5+ (GPU machines take 0.7.0) moved modules:
+the straggler package went under `attribution`, the fault injector to `shared_utils`, and
+`init_workload_monitoring` gained an argument. Everything else imports NVRx through here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import warnings
+from types import ModuleType
+
+with warnings.catch_warnings():
+    # NVRx imports pynvml, which prints a FutureWarning on every import.
+    warnings.simplefilter("ignore", FutureWarning)
+    from nvidia_resiliency_ext.fault_tolerance import RankMonitorClient  # noqa: F401 - re-exported
+
+VERSION = importlib.metadata.version("nvidia-resiliency-ext")
+_MAJOR_MINOR = tuple(int(p) for p in VERSION.split(".")[:2])
+
+
+def straggler() -> ModuleType:
+    """NVRx's straggler package (`straggler` <= 0.4.1, `attribution.straggler` from 0.5)."""
+    name = "nvidia_resiliency_ext.straggler" if _MAJOR_MINOR <= (0, 4) else "nvidia_resiliency_ext.attribution.straggler"
+    return importlib.import_module(name)
+
+
+def inprocess() -> ModuleType:
+    return importlib.import_module("nvidia_resiliency_ext.inprocess")
+
+
+def init_workload_monitoring(client: RankMonitorClient) -> None:
+    """Connect the client to its rank monitor (0.4.1 takes no argument, later versions optional ones)."""
+    client.init_workload_monitoring()

@@ -1,0 +1,1 @@
+"""Resiliency components of the trainer, one module per feature (as NVRx packages them)."""

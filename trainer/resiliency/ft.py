@@ -1,0 +1,125 @@
+"""NVRx fault tolerance: heartbeats or sections to ft_launcher's rank monitor, and Bridge's simulate_fault.
+
+Under ft_launcher with ``ft.enable_ft_package=true`` the trainer reports to NVRx's RankMonitorClient:
+a heartbeat after every step (default), or the sections "setup", "step" and "checkpointing"
+(``ft.use_sections=true``), so the launcher's monitor can tell a hung rank from a slow one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import signal
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from trainer.components import Component
+from trainer.config import FaultToleranceConfig
+from trainer.events import EventLog
+
+if TYPE_CHECKING:
+    from trainer.loop import Trainer
+
+log = logging.getLogger(__name__)
+
+FAULT_SIGNALS = {"rank_hung": signal.SIGSTOP, "rank_killed": signal.SIGKILL}
+
+
+def fire(events: EventLog, fault: str, iteration: int | None, fault_id: str, detail: str = "") -> None:
+    """Log the fault (flushed first, so the event survives it), then stop or kill this process."""
+    events.emit("fault_injected", fault=fault, target_rank=events.rank, iteration=iteration, fault_id=fault_id, detail=detail)
+    print(f"FT: Simulating fault: {fault}; rank to fail: {events.rank}", flush=True)
+    os.kill(os.getpid(), FAULT_SIGNALS[fault])
+
+
+def simulated_fault_plan(cfg: FaultToleranceConfig, world_size: int, seed: int) -> tuple[int, str, float]:
+    """(rank, fault type, delay) as Megatron Bridge draws them, from a seed every rank shares.
+
+    Bridge broadcasts the chosen rank as a CUDA tensor; drawing from the same seed on every rank gives
+    the same answer with no communication, on gloo as on NCCL.
+    """
+    rng = random.Random(seed)
+    rank = cfg.simulated_fault_rank if cfg.simulated_fault_rank is not None else rng.randrange(world_size)
+    fault = cfg.simulated_fault_type
+    if fault == "random":
+        fault = rng.choice(["rank_hung", "rank_killed"])
+    delay = cfg.simulated_fault_base_delay + 0.2 * rng.random() * cfg.simulated_fault_base_delay
+    return rank, fault, delay
+
+
+class FaultTolerance(Component):
+    """Reports progress to ft_launcher's rank monitor; optionally simulates a fault (Bridge's config)."""
+
+    name = "ft"
+
+    def __init__(self, cfg: FaultToleranceConfig, events: EventLog, world_size: int, seed: int):
+        self.cfg = cfg
+        self.events = events
+        self.world_size = world_size
+        self.seed = seed
+        self.client = None
+        self._in_setup = False
+        if cfg.enable_ft_package:
+            self._connect()
+
+    def _connect(self) -> None:
+        if "FT_RANK_MONITOR_IPC_SOCKET" not in os.environ:
+            log.warning("ft.enable_ft_package=true but this process was not started by ft_launcher: no monitoring")
+            return
+        from trainer import nvrx_compat
+
+        self.client = nvrx_compat.RankMonitorClient()
+        nvrx_compat.init_workload_monitoring(self.client)
+        cfg = self.client.cfg
+        self.events.emit(
+            "ft_timeouts",
+            heartbeat={"initial": cfg.initial_rank_heartbeat_timeout, "subsequent": cfg.rank_heartbeat_timeout},
+            sections=dict(cfg.rank_section_timeouts),
+            calculated=False,
+        )
+        if self.cfg.use_sections:
+            self.client.start_section("setup")
+            self._in_setup = True
+
+    def on_train_start(self, trainer: Trainer, start_iteration: int) -> None:
+        if self.client is not None and not self.cfg.use_sections:
+            self.client.send_heartbeat()
+        if self.cfg.simulate_fault and self.events.attempt == 0:
+            self._start_simulated_fault(trainer)
+
+    def _start_simulated_fault(self, trainer: Trainer) -> None:
+        # Bridge's thread fires on every launch; firing in the first attempt only lets the recovery show.
+        rank, fault, delay = simulated_fault_plan(self.cfg, self.world_size, self.seed)
+        if rank != self.events.rank:
+            return
+
+        def _later() -> None:
+            time.sleep(delay)
+            fire(self.events, fault, trainer.iteration, "ft.simulate_fault", f"base_delay={self.cfg.simulated_fault_base_delay}")
+
+        threading.Thread(target=_later, name="ft-simulated-fault", daemon=True).start()
+
+    def section_start(self, name: str) -> None:
+        if self.client is None or not self.cfg.use_sections:
+            return
+        if self._in_setup:  # setup (imports, rendezvous, resume) ends where the first section begins
+            self.client.end_section("setup")
+            self._in_setup = False
+        self.client.start_section(name)
+
+    def section_end(self, name: str) -> None:
+        if self.client is not None and self.cfg.use_sections:
+            self.client.end_section(name)
+
+    def after_step(self, trainer: Trainer, iteration: int, loss: float) -> None:
+        if self.client is not None and not self.cfg.use_sections:
+            self.client.send_heartbeat()
+
+    def close(self, trainer: Trainer) -> None:
+        if self.client is not None:
+            if self.cfg.use_sections:
+                self.client.end_all_sections()
+            self.client.shutdown_workload_monitoring()
+            self.client = None
