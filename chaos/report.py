@@ -1,0 +1,197 @@
+"""Reports of a judged run: the journal (JSON), the timeline picture and a few summary lines.
+
+The journal is written atomically (temp file, fsync, rename), so a reader never sees half of one and a
+crash leaves the previous journal intact. matplotlib is imported only when a picture is drawn.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from chaos.scenario import Scenario
+from chaos.timeline import Mark, Metrics, Step, Timeline
+from chaos.verdicts import Verdict
+
+JOURNAL_SCHEMA_VERSION = 1
+
+
+def build_journal(
+    scenario: Scenario,
+    run_dir: str | Path,
+    timeline: Timeline,
+    metrics: Metrics,
+    verdicts: Sequence[Verdict],
+    extra: dict[str, Any] | None = None,
+    *,
+    scenario_file: str | Path | None = None,
+) -> dict[str, Any]:
+    """Everything needed to read (or re-judge) the run later; ``extra`` keys are merged in last."""
+    journal = {
+        "schema_version": JOURNAL_SCHEMA_VERSION,
+        "scenario": {
+            "name": scenario.name,
+            "file": None if scenario_file is None else str(scenario_file),
+            "description": scenario.description,
+            "world_size": scenario.world_size,
+            "launcher": scenario.launcher,
+            "seed": scenario.seed,
+            "faults": [f.model_dump() for f in scenario.faults],
+        },
+        "run_dir": str(run_dir),
+        "versions": timeline.versions,
+        "seed": scenario.seed,
+        "metrics": asdict(metrics),
+        "timeline": [asdict(m) for m in timeline.marks],
+        "verdicts": [{**asdict(v), "message": v.message()} for v in verdicts],
+        "status": "passed" if all(v.passed for v in verdicts) else "failed",
+        **(extra or {}),
+    }
+    # Normalised through JSON once, so the dict equals what a reader of the file gets back.
+    return json.loads(json.dumps(journal, default=str))
+
+
+def write_journal(path: str | Path, journal: dict[str, Any]) -> Path:
+    """Write ``journal`` as JSON atomically: the old file stays whole until the new one is on disk."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(journal, f, indent=2)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return target
+
+
+def format_summary(journal: dict[str, Any]) -> str:
+    """A few lines for a terminal: status, each verdict, where the run and its picture are."""
+    lines = [f"{journal['scenario']['name']}: {journal['status'].upper()}"]
+    for v in journal["verdicts"]:
+        lines.append(f"  {'ok  ' if v['passed'] else 'FAIL'} {v['message']}")
+    lines.append(f"  run folder: {journal['run_dir']}")
+    if journal.get("picture"):
+        lines.append(f"  picture:    {journal['picture']}")
+    return "\n".join(lines)
+
+
+def plot_timeline(
+    run_dir: str | Path,
+    timeline: Timeline,
+    metrics: Metrics,
+    out_png: str | Path,
+    *,
+    name: str | None = None,
+    status: str | None = None,
+) -> Path:
+    """Loss against step (one line per attempt) and against time, with fault, detection, restart and
+    checkpoint marks. ``name`` defaults to the run folder's name; ``status`` colours the title."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(12, 8), layout="constrained")
+    FigureCanvasAgg(fig)  # Agg without pyplot: no global figure state, safe in worker threads
+    by_step, by_time = fig.subplots(2, 1)
+    _draw_losses(by_step, by_time, timeline.steps)
+    _mark_steps(by_step, timeline.marks)
+    _mark_times(by_time, timeline, metrics)
+    by_step.text(0.99, 0.97, _metrics_text(metrics), transform=by_step.transAxes, ha="right", va="top", ma="left",
+                 family="monospace", fontsize=9, bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.9})
+    for ax, xlabel in ((by_step, "step (iteration)"), (by_time, "seconds since launch")):
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("loss (rank 0)")
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    title = name or Path(run_dir).name
+    colour = {"passed": "green", "failed": "red"}.get(status or "", "black")
+    fig.suptitle(f"{title}: {status.upper()}" if status else title, color=colour, fontsize=14, weight="bold")
+    out = Path(out_png)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=100)
+    return out
+
+
+def _by_attempt(steps: Sequence[Step]) -> dict[int, list[Step]]:
+    groups: dict[int, list[Step]] = {}
+    for s in steps:
+        groups.setdefault(s.attempt, []).append(s)
+    return groups
+
+
+def _draw_losses(by_step: Any, by_time: Any, steps: Sequence[Step]) -> None:
+    """One colour per attempt; earlier attempts get bigger markers so recomputed steps show around later ones."""
+    from matplotlib import colormaps
+
+    palette = colormaps["tab10"]
+    for k, (attempt, group) in enumerate(sorted(_by_attempt(steps).items())):
+        losses = [s.loss if math.isfinite(s.loss) else math.nan for s in group]
+        style = {"color": palette(k % 10), "marker": "os^Dv"[k % 5], "markersize": max(3, 8 - 2 * k), "alpha": 0.85}
+        by_step.plot([s.iteration for s in group], losses, label=f"attempt {attempt}", **style)
+        by_time.plot([s.t for s in group], losses, label=f"attempt {attempt}", **style)
+
+
+def _marks(marks: Sequence[Mark], event: str) -> list[Mark]:
+    return [m for m in marks if m.event == event]
+
+
+def _mark_steps(ax: Any, marks: Sequence[Mark]) -> None:
+    """Fault and checkpoint marks at the iteration they concern."""
+    for m in _marks(marks, "fault_injected"):
+        ax.axvline(m.info["iteration"], color="red", lw=2, label=f"fault: {m.info.get('fault', '?')}")
+    _ticks(ax, [m.info["iteration"] for m in _marks(marks, "checkpoint_save_end")])
+    for m in _marks(marks, "checkpoint_load"):
+        ax.axvline(m.info["iteration"], color="green", ls="-.", lw=1.5, label=f"checkpoint loaded (step {m.info['iteration']})")
+
+
+def _mark_times(ax: Any, timeline: Timeline, metrics: Metrics) -> None:
+    """Fault, detection, attempt starts, checkpoints and the launcher's exit, in seconds since the first event."""
+    start = timeline.start_mono
+    if metrics.fault_mono is not None:
+        ax.axvline(metrics.fault_mono - start, color="red", lw=2, label="fault")
+    if metrics.fault_mono is not None and metrics.recover_mono is not None:
+        ax.axvspan(metrics.fault_mono - start, metrics.recover_mono - start, color="red", alpha=0.07, label="fault to recovery")
+    if metrics.detect_mono is not None:
+        ax.axvline(metrics.detect_mono - start, color="orange", lw=2, label=f"detected ({metrics.detected_by})")
+    for k, mono in enumerate(metrics.attempt_starts):
+        ax.axvline(mono - start, color="purple", ls="--", lw=1.2, label="attempt start" if k == 0 else None)
+    _ticks(ax, [m.t for m in _marks(timeline.marks, "checkpoint_save_end")])
+    for k, m in enumerate(_marks(timeline.marks, "checkpoint_load")):
+        ax.axvline(m.t, color="green", ls="-.", lw=1.5, label="checkpoint loaded" if k == 0 else None)
+    for m in _marks(timeline.marks, "launcher_exit"):
+        ax.axvline(m.t, color="black", ls=":", lw=1.5, label=f"launcher exit ({m.info.get('code')})")
+
+
+def _ticks(ax: Any, xs: list[float]) -> None:
+    """Grey ticks along the bottom edge: checkpoint saves."""
+    if xs:
+        ax.plot(xs, [0.03] * len(xs), "|", color="grey", markersize=18, mew=2.5,
+                transform=ax.get_xaxis_transform(), label="checkpoint saved")
+
+
+def _metrics_text(metrics: Metrics) -> str:
+    rows = (
+        ("time to detect", metrics.time_to_detect_s, " s"),
+        ("time to recover", metrics.time_to_recover_s, " s"),
+        ("lost steps", metrics.lost_steps, "  "),
+        ("restarts", metrics.restarts, "  "),
+        ("goodput", metrics.goodput, "  "),
+    )
+    return "\n".join(f"{label:<16}{_fmt(value):>6}{unit if value is not None else ''}" for label, value, unit in rows)
+
+
+def _fmt(value: float | int | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2f}" if isinstance(value, float) else str(value)

@@ -1,0 +1,129 @@
+"""Verdicts: each expectation of a scenario against what the run showed, with expected and observed side by side.
+
+``judge`` is pure (expectations and metrics in, verdicts out), so a run folder can be judged again later.
+``compare_runs`` is the one reader of files here: the baseline check of losses and final weights. torch is
+imported only inside it, so judging a journal needs no torch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from chaos.correlate import correlate, read_losses
+from chaos.scenario import Baseline, Expect, Limit
+from chaos.timeline import Metrics
+
+NOT_OBSERVED = "not observed"
+WEIGHTS_FILE = "final_weights.pt"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One expectation checked. ``observed`` is "not observed" when the run never showed the number."""
+
+    name: str
+    expected: str
+    observed: str | float | int | None
+    passed: bool
+
+    def message(self) -> str:
+        return f"{self.name}: expected {self.expected}, observed {_show(self.observed)}"
+
+
+@dataclass(frozen=True)
+class BaselineCheck:
+    """A run against its fault-free baseline: per-step losses, then final weights."""
+
+    passed: bool
+    message: str
+    first_divergence: int | None = None
+    loss_run: float | None = None
+    loss_baseline: float | None = None
+    max_weight_diff: float | None = None
+
+
+def judge(expect: Expect, metrics: Metrics, baseline_check: BaselineCheck | None = None) -> list[Verdict]:
+    """One verdict per expectation that is set, in the order ``Expect`` declares them."""
+    verdicts = []
+    for name in type(expect).model_fields:
+        wanted = getattr(expect, name)
+        if wanted is None:
+            continue
+        if name == "baseline":
+            verdicts.append(_baseline(wanted, baseline_check))
+        else:
+            verdicts.append(_measured(name, wanted, getattr(metrics, name)))
+    return verdicts
+
+
+def compare_runs(run_dir: str | Path, baseline_dir: str | Path, mode: Literal["exact"] | float) -> BaselineCheck:
+    """Same iterations with equal losses, and equal final weights: bit for bit ("exact") or within ``mode``."""
+    losses = correlate(read_losses(run_dir), read_losses(baseline_dir), mode)
+    same_steps = not (losses.only_in_a or losses.only_in_b)
+    weights_ok, weight_diff, weights_msg = _compare_weights(
+        Path(run_dir) / WEIGHTS_FILE, Path(baseline_dir) / WEIGHTS_FILE, None if mode == "exact" else float(mode)
+    )
+    return BaselineCheck(
+        passed=losses.passed and same_steps and weights_ok,
+        message=f"{losses.summary()}; {weights_msg}",
+        first_divergence=losses.first_divergence,
+        loss_run=losses.value_a,
+        loss_baseline=losses.value_b,
+        max_weight_diff=weight_diff,
+    )
+
+
+def _measured(name: str, wanted: Limit | int, observed: Any) -> Verdict:
+    expected = wanted.describe() if isinstance(wanted, Limit) else f"== {wanted}"
+    if observed is None:
+        return Verdict(name, expected, NOT_OBSERVED, False)
+    passed = wanted.holds(observed) if isinstance(wanted, Limit) else observed == wanted
+    return Verdict(name, expected, observed, passed)
+
+
+def _baseline(wanted: str | Baseline, check: BaselineCheck | None) -> Verdict:
+    if isinstance(wanted, Baseline):
+        expected = f"losses and weights within {wanted.tolerance:g} of the baseline"
+    else:
+        expected = "bit-identical losses and weights to the baseline"
+    if check is None:
+        return Verdict("baseline", expected, NOT_OBSERVED, False)
+    return Verdict("baseline", expected, check.message, check.passed)
+
+
+def _compare_weights(run: Path, baseline: Path, tolerance: float | None) -> tuple[bool, float | None, str]:
+    """(passed, max abs diff, message); ``tolerance`` None means torch.equal on every tensor."""
+    import torch
+
+    for path in (run, baseline):
+        if not path.is_file():
+            return False, None, f"no final weights at {path}"
+    a = torch.load(run, weights_only=True)
+    b = torch.load(baseline, weights_only=True)
+    if a.keys() != b.keys():
+        names = sorted(a.keys() ^ b.keys())
+        return False, None, f"weights differ in tensor names: {', '.join(names[:3])}"
+    diffs = {name: _max_abs_diff(a[name], b[name]) for name in a}
+    worst = max(diffs, key=diffs.__getitem__, default="")
+    diff = diffs.get(worst, 0.0)
+    passed = all(torch.equal(a[n], b[n]) for n in a) if tolerance is None else diff <= tolerance
+    if passed:
+        return True, diff, f"weights agree, max abs diff {diff:.3g}"
+    return False, diff, f"weights differ, max abs diff {diff:.3g} in {worst!r}"
+
+
+def _max_abs_diff(a: Any, b: Any) -> float:
+    """Largest elementwise |a - b|; inf for a shape mismatch or a NaN, so the worst tensor is named."""
+    if a.shape != b.shape:
+        return math.inf
+    if a.numel() == 0:
+        return 0.0
+    diff = (a.double() - b.double()).abs().max().item()
+    return math.inf if math.isnan(diff) else diff
+
+
+def _show(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)

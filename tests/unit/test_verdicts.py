@@ -1,0 +1,131 @@
+"""Verdicts: each expectation passes and fails with expected and observed in its message; baseline checks."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from chaos.scenario import Expect
+from chaos.timeline import Metrics
+from chaos.verdicts import BaselineCheck, compare_runs, judge
+from trainer.events import EventLog
+
+RECOVERED = Metrics(
+    exit_code=0, restarts=1, completed_steps=12, wall_s=10.0, goodput=0.5, losses={}, checkpoints_saved=(5, 10),
+    checkpoints_corrupt=(), attempt_starts=(0.5, 4.0), fault_mono=2.0, fault_attempt=0, fault_rank=1,
+    detect_mono=3.0, detected_by="worker_failed", time_to_detect_s=1.0, recover_mono=6.0, time_to_recover_s=4.0,
+    resumed_from_step=5, lost_steps=1,
+)
+EVERYTHING = Expect.model_validate({
+    "exit_code": 0, "restarts": 1, "resumed_from_step": 5, "completed_steps": 12, "lost_steps": {"max": 2},
+    "time_to_detect_s": {"max": 8}, "time_to_recover_s": {"max": 30}, "goodput": {"min": 0.3}, "baseline": "exact",
+})
+SAME = BaselineCheck(passed=True, message="losses agree (exact) on 12 steps, max abs diff 0; weights agree")
+
+
+def test_a_recovered_run_passes_every_expectation():
+    verdicts = judge(EVERYTHING, RECOVERED, SAME)
+    assert [v.name for v in verdicts] == [
+        "exit_code", "restarts", "resumed_from_step", "completed_steps", "lost_steps",
+        "time_to_detect_s", "time_to_recover_s", "goodput", "baseline",
+    ]
+    assert all(v.passed for v in verdicts), [v.message() for v in verdicts if not v.passed]
+
+
+def test_only_set_expectations_are_judged():
+    assert [v.name for v in judge(Expect(exit_code=0), RECOVERED)] == ["exit_code"]
+    assert judge(Expect(), RECOVERED) == []
+
+
+@pytest.mark.parametrize(
+    ("field", "observed", "message"),
+    [
+        ("exit_code", 1, "exit_code: expected == 0, observed 1"),
+        ("restarts", 2, "restarts: expected == 1, observed 2"),
+        ("resumed_from_step", 0, "resumed_from_step: expected == 5, observed 0"),
+        ("completed_steps", 10, "completed_steps: expected == 12, observed 10"),
+        ("lost_steps", 3, "lost_steps: expected <= 2, observed 3"),
+        ("time_to_detect_s", 9.25, "time_to_detect_s: expected <= 8, observed 9.25"),
+        ("time_to_recover_s", 31.0, "time_to_recover_s: expected <= 30, observed 31"),
+        ("goodput", 0.12345, "goodput: expected >= 0.3, observed 0.1235"),
+        ("lost_steps", None, "lost_steps: expected <= 2, observed not observed"),
+        ("time_to_detect_s", None, "time_to_detect_s: expected <= 8, observed not observed"),
+    ],
+)
+def test_each_expectation_fails_with_expected_and_observed(field, observed, message):
+    verdicts = {v.name: v for v in judge(EVERYTHING, dataclasses.replace(RECOVERED, **{field: observed}), SAME)}
+    assert not verdicts[field].passed
+    assert verdicts[field].message() == message
+    assert all(v.passed for name, v in verdicts.items() if name != field)
+
+
+def test_baseline_verdicts():
+    exact = Expect(baseline="exact")
+    missing = judge(exact, RECOVERED, None)[0]
+    assert not missing.passed
+    assert missing.message() == "baseline: expected bit-identical losses and weights to the baseline, observed not observed"
+    differ = BaselineCheck(passed=False, message="losses diverge (exact) at iteration 7: 1.0 vs 1.5")
+    assert judge(exact, RECOVERED, differ)[0].message().endswith("observed losses diverge (exact) at iteration 7: 1.0 vs 1.5")
+    tolerant = judge(Expect.model_validate({"baseline": {"tolerance": 0.01}}), RECOVERED, SAME)[0]
+    assert tolerant.passed and tolerant.expected == "losses and weights within 0.01 of the baseline"
+
+
+def make_run(folder, losses: dict[int, float], weights: dict[str, torch.Tensor] | None):
+    log = EventLog(folder, "rank-0", rank=0, attempt=0)
+    for i, value in losses.items():
+        log.emit("step", iteration=i, loss=value, lr=1e-3, step_time=0.01, consumed_samples=i)
+    log.close()
+    if weights is not None:
+        torch.save(weights, folder / "final_weights.pt")
+    return folder
+
+
+LOSSES = {i: 3.0 + 1.0 / i for i in range(1, 9)}
+WEIGHTS = {"w": torch.arange(6, dtype=torch.float32).reshape(2, 3), "b": torch.ones(3)}
+
+
+@pytest.fixture
+def baseline(tmp_path):
+    return make_run(tmp_path / "baseline", LOSSES, WEIGHTS)
+
+
+def test_identical_runs_compare_exact(tmp_path, baseline):
+    run = make_run(tmp_path / "run", LOSSES, {k: v.clone() for k, v in WEIGHTS.items()})
+    check = compare_runs(run, baseline, "exact")
+    assert check.passed, check.message
+    assert check.max_weight_diff == 0.0 and check.first_divergence is None
+
+
+def test_weights_within_tolerance_pass_only_with_a_tolerance(tmp_path, baseline):
+    run = make_run(tmp_path / "run", LOSSES, {"w": WEIGHTS["w"] + 1e-3, "b": WEIGHTS["b"]})
+    exact = compare_runs(run, baseline, "exact")
+    assert not exact.passed
+    assert exact.max_weight_diff == pytest.approx(1e-3, rel=1e-3)
+    assert "weights differ, max abs diff 0.001 in 'w'" in exact.message
+    assert compare_runs(run, baseline, 1e-2).passed
+
+
+def test_diverging_losses_name_the_first_iteration(tmp_path, baseline):
+    run = make_run(tmp_path / "run", {i: v + (0.5 if i >= 4 else 0.0) for i, v in LOSSES.items()}, WEIGHTS)
+    check = compare_runs(run, baseline, 1e-3)
+    assert not check.passed
+    assert (check.first_divergence, check.loss_run, check.loss_baseline) == (4, LOSSES[4] + 0.5, LOSSES[4])
+    assert "at iteration 4" in check.message
+
+
+def test_missing_steps_or_weights_fail(tmp_path, baseline):
+    short = make_run(tmp_path / "short", {i: LOSSES[i] for i in range(1, 7)}, WEIGHTS)
+    check = compare_runs(short, baseline, "exact")
+    assert not check.passed and "2 only in b" in check.message
+    bare = make_run(tmp_path / "bare", LOSSES, None)
+    check = compare_runs(bare, baseline, "exact")
+    assert not check.passed and "no final weights at" in check.message
+
+
+def test_verdicts_import_without_torch():
+    code = "import sys; sys.modules['torch'] = None; import chaos.verdicts, chaos.report, chaos.correlate"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
