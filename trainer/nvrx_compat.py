@@ -34,3 +34,13 @@ def inprocess() -> ModuleType:
 def init_workload_monitoring(client: RankMonitorClient) -> None:
     """Connect the client to its rank monitor (0.4.1 takes no argument, later versions optional ones)."""
     client.init_workload_monitoring()
+
+
+LAUNCHER_MODULE = "nvidia_resiliency_ext.fault_tolerance.launcher"
+"""`python -m` target of ft_launcher (its console script calls this module's main)."""
+
+
+def ft_config_section(options: dict) -> dict:
+    """The launcher's `fault_tolerance:` YAML section; the NIC monitor needs NVML, absent on CPU machines."""
+    sections = options.get("rank_section_timeouts") or {}  # NVRx iterates it: None is not "no sections"
+    return {"fault_tolerance": {**options, "rank_section_timeouts": sections, "enable_nic_monitor": False}}

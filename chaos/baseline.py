@@ -1,0 +1,67 @@
+"""The fault-free reference run of a scenario's config, computed once and cached per config.
+
+The cache key covers everything that changes the numbers: the trainer config digest, the world size and
+the versions of torch, numpy and faker (the corpus generator). Parallel pytest-xdist workers that need
+the same baseline wait on one file lock, so it is computed once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Callable
+from importlib.metadata import version
+from pathlib import Path
+
+from chaos.scenario import Scenario
+
+DEFAULT_CACHE = Path(".chaos-cache") / "baselines"
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("CHAOS_CACHE_DIR", DEFAULT_CACHE)).resolve()
+
+
+def baseline_key(scenario: Scenario) -> str:
+    cfg = scenario.trainer_config()
+    parts = {
+        "digest": cfg.digest(),
+        "world_size": scenario.world_size,
+        "versions": {p: version(p) for p in ("torch", "numpy", "faker")},
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def fault_free(scenario: Scenario) -> Scenario:
+    """The same run with every fault disarmed (chaos faults and Bridge's simulate_fault), under torchrun."""
+    trainer = {k: v for k, v in scenario.trainer.items() if not k.startswith("ft.simulate")}
+    return scenario.model_copy(
+        update={"faults": [], "trainer": {**trainer, "ft.enable_ft_package": False}, "launcher": "torchrun",
+                "name": f"{scenario.name}-baseline"}
+    )
+
+
+def ensure_baseline(scenario: Scenario, run: Callable[[Scenario, Path], bool]) -> Path:
+    """The cached baseline run folder for `scenario`, running `run(fault_free_scenario, folder)` if absent.
+
+    `run` returns True when the baseline run completed; a failed baseline is not cached.
+    """
+    root = cache_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    key = baseline_key(scenario)
+    folder = root / key
+    with open(root / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (folder / "final_weights.pt").is_file():
+            return folder
+        work = root / f"{key}.partial"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir()
+        if not run(fault_free(scenario), work):
+            raise RuntimeError(f"the fault-free baseline run failed; see {work}")
+        shutil.rmtree(work / "checkpoints", ignore_errors=True)
+        os.replace(work, folder)
+    return folder

@@ -1,0 +1,121 @@
+"""The chaos command line. Exit codes: 0 every expectation held, 1 a verdict failed, 2 bad input, 130 Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from chaos.scenario import ScenarioError, load_scenario, scenario_files
+
+DEFAULT_SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
+
+
+def resolve(target: str, folder: Path) -> Path:
+    """A scenario given as a file path or as a name in the scenario folder."""
+    path = Path(target)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        return path
+    named = folder / f"{target}.yaml"
+    if not named.exists():
+        known = ", ".join(p.stem for p in scenario_files(folder)) or "none"
+        raise ScenarioError(f"{target}: no such scenario file or name in {folder} (known: {known})")
+    return named
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from chaos.runner import run_scenario
+
+    path = resolve(args.scenario, Path(args.scenario_dir))
+    scenario = load_scenario(path)
+    outcome = run_scenario(scenario, Path(args.out), scenario_file=path, seed=args.seed, keep=args.keep)
+    print(outcome.summary)
+    return 0 if outcome.passed else 1
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    files = scenario_files(args.scenario_dir)
+    for path in files:
+        try:
+            s = load_scenario(path)
+        except ScenarioError as e:
+            print(f"{path.stem:<24} INVALID  {e}")
+            continue
+        faults = ", ".join(f.type for f in s.faults) or "none"
+        summary = " ".join(s.description.split())[:70]
+        print(f"{s.name:<24} {s.world_size} ranks {s.launcher:<11} faults: {faults:<22} {summary}")
+    return 0 if files else 2
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    bad = 0
+    for target in args.files:
+        try:
+            load_scenario(target)
+            print(f"ok: {target}")
+        except ScenarioError as e:
+            print(f"error: {e}", file=sys.stderr)
+            bad += 1
+    return 2 if bad else 0
+
+
+def cmd_correlate(args: argparse.Namespace) -> int:
+    from chaos.correlate import correlate
+
+    tolerance: str | float = args.tolerance
+    if tolerance not in ("exact", "bf16"):
+        try:
+            tolerance = float(tolerance)
+        except ValueError:
+            print(f"error: --tolerance: expected exact, bf16 or a number, got {args.tolerance!r}", file=sys.stderr)
+            return 2
+    result = correlate(args.a, args.b, tolerance)
+    print(result.summary())
+    return 0 if result.passed else 1
+
+
+def cmd_judge(args: argparse.Namespace) -> int:
+    from chaos.runner import judge_run_dir
+
+    outcome = judge_run_dir(Path(args.run_dir))
+    print(outcome.summary)
+    return 0 if outcome.passed else 1
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m chaos", description="Break a training run on purpose; judge its recovery.")
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run one scenario and judge it")
+    run.add_argument("scenario", help="a scenario file, or a name from --scenario-dir")
+    run.add_argument("--seed", type=int, help="override the scenario's seed (fault plan choices)")
+    run.add_argument("--keep", action="store_true", help="keep the run's checkpoints (journal, events and picture are always kept)")
+    run.add_argument("--out", default="chaos-runs", help="folder for run folders (default: chaos-runs)")
+    run.set_defaults(func=cmd_run)
+    ls = sub.add_parser("list", help="list the scenario catalogue")
+    ls.set_defaults(func=cmd_list)
+    val = sub.add_parser("validate", help="validate scenario files (launches nothing)")
+    val.add_argument("files", nargs="+")
+    val.set_defaults(func=cmd_validate)
+    cor = sub.add_parser("correlate", help="compare per-step losses of two runs (run folders or Megatron-style logs)")
+    cor.add_argument("a")
+    cor.add_argument("b")
+    cor.add_argument("--tolerance", default="exact", help="exact, bf16, or an absolute tolerance (default: exact)")
+    cor.set_defaults(func=cmd_correlate)
+    jd = sub.add_parser("judge", help="judge a finished run folder again, from its files alone")
+    jd.add_argument("run_dir")
+    jd.set_defaults(func=cmd_judge)
+    for sp in (run, ls):
+        sp.add_argument("--scenario-dir", default=str(DEFAULT_SCENARIOS), help="where scenario files live")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ScenarioError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("chaos: interrupted; the run's processes were killed", file=sys.stderr)
+        return 130

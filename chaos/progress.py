@@ -1,0 +1,52 @@
+"""A live, one-line-per-event view of a run, read from its event files as they grow."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+SHOWN = {
+    "run_start", "resume", "checkpoint_load", "checkpoint_corrupt", "checkpoint_save_end", "step",
+    "fault_injected", "signal_received", "exit", "launch", "worker_failed", "ft_timeout", "restart",
+    "signal_sent", "deadline", "launcher_exit", "leftover", "straggler_report", "rerun",
+}
+RANK0_ONLY = {"run_start", "resume", "checkpoint_load", "checkpoint_save_end", "step"}
+DETAIL = ("iteration", "loss", "fault", "target_rank", "reason", "code", "exitcode", "local_rank",
+          "attempts_left", "signal", "path", "pids", "seconds")
+
+
+def describe(e: dict[str, Any], t0: float) -> str:
+    who = "runner" if e["rank"] < 0 else f"rank {e['rank']}"
+    parts = []
+    for key in DETAIL:
+        if key in e and e[key] is not None:
+            value = e[key]
+            parts.append(f"{key}={value:.4f}" if isinstance(value, float) else f"{key}={value}")
+    return f"[{e['mono'] - t0:7.2f}s] a{e['attempt']} {who:<7} {e['event']:<20} {' '.join(parts)}"
+
+
+class ProgressView:
+    """Tails <run_dir>/events/*.jsonl; `tick()` prints the complete lines that arrived since the last tick."""
+
+    def __init__(self, run_dir: Path, out: Callable[[str], None]):
+        self.folder = run_dir / "events"
+        self.out = out
+        self.offsets: dict[Path, int] = {}
+        self.t0: float | None = None
+
+    def tick(self) -> None:
+        fresh = []
+        for path in sorted(self.folder.glob("*.jsonl")):
+            with open(path, "rb") as f:
+                f.seek(self.offsets.get(path, 0))
+                data = f.read()
+            complete = data[: data.rfind(b"\n") + 1]
+            self.offsets[path] = self.offsets.get(path, 0) + len(complete)
+            fresh.extend(json.loads(line) for line in complete.splitlines() if line.strip())
+        for e in sorted(fresh, key=lambda e: e["mono"]):
+            if self.t0 is None:
+                self.t0 = e["mono"]
+            if e["event"] in SHOWN and not (e["event"] in RANK0_ONLY and e["rank"] != 0):
+                self.out(describe(e, self.t0))

@@ -1,0 +1,171 @@
+"""Run one scenario: folder, plan, launch, watch, judge, report.
+
+    scenario ─▶ run folder + plan.json + ft.yaml ─▶ launcher (own session, deadline) ─▶ events/*.jsonl
+             ─▶ timeline + metrics ─▶ verdicts (+ cached fault-free baseline) ─▶ journal.json + timeline.png
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from chaos.baseline import ensure_baseline
+from chaos.launch import Launch, LaunchResult, LaunchSpec
+from chaos.plan import plan_faults, read_plan, write_plan
+from chaos.ports import release_ports, reserve_ports
+from chaos.progress import ProgressView
+from chaos.report import build_journal, format_summary, plot_timeline, write_journal
+from chaos.scenario import Scenario, ScenarioError, parse_scenario
+from chaos.timeline import load_run
+from chaos.verdicts import Verdict, compare_runs, judge
+from trainer import nvrx_compat
+from trainer.events import EventLog, read_events
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+SCENARIO_COPY = "scenario.yaml"
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run_dir: Path
+    journal: dict[str, Any]
+    passed: bool
+    summary: str
+
+
+def launcher_command(scenario: Scenario, run_dir: Path, port: int, overrides: list[str]) -> list[str]:
+    """The launcher's command line: c10d rendezvous on a reserved loopback port, then the trainer."""
+    common = [
+        "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={run_dir.name}",
+        "--nnodes=1", f"--nproc-per-node={scenario.world_size}", f"--max-restarts={scenario.max_restarts}",
+        "--monitor-interval=0.1",
+    ]
+    trainer = ["-m", "trainer", "--recipe", scenario.recipe, *overrides]
+    if scenario.launcher == "torchrun":
+        return [sys.executable, "-m", "torch.distributed.run", *common, *trainer]
+    ft_yaml = run_dir / "ft.yaml"
+    options = scenario.ft.model_dump(exclude={"term_timeout"})
+    ft_yaml.write_text(yaml.safe_dump(nvrx_compat.ft_config_section(options)))
+    return [
+        sys.executable, "-m", nvrx_compat.LAUNCHER_MODULE, *common,
+        f"--term-timeout={scenario.ft.term_timeout:g}", f"--ft-cfg-path={ft_yaml}", *trainer,
+    ]
+
+
+def child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH")) if p)
+    env.update(PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore::FutureWarning")
+    return env
+
+
+def new_run_dir(out_dir: Path, name: str) -> Path:
+    run_dir = out_dir / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    run_dir.mkdir(parents=True)
+    return run_dir
+
+
+def execute(scenario: Scenario, run_dir: Path, seed: int, progress: Callable[[str], None] | None) -> LaunchResult:
+    """Launch the scenario's run in `run_dir` and wait for it (no judging)."""
+    run_dir = run_dir.resolve()  # the launcher runs in the project root, not in our cwd
+    overrides = scenario.trainer_overrides(run_dir)
+    plan = plan_faults(scenario, seed)
+    if plan:
+        write_plan(run_dir / "plan.json", plan)
+        overrides.append(f"fault_injection.plan={run_dir / 'plan.json'}")
+    events = EventLog(run_dir, "launcher", rank=-1, attempt=0)
+    view = ProgressView(run_dir, progress) if progress else None
+    ports = reserve_ports(3)
+    try:
+        spec = LaunchSpec(
+            command=launcher_command(scenario, run_dir, ports[0], overrides), env=child_env(), run_dir=run_dir,
+            deadline_s=scenario.deadline_s, run_id=run_dir.name, cwd=PROJECT_ROOT,
+        )
+        return Launch(spec, events, on_tick=view.tick if view else lambda: None).wait()
+    finally:
+        release_ports(ports)
+        events.close()
+
+
+def _run_baseline(scenario: Scenario, folder: Path) -> bool:
+    result = execute(scenario, folder, scenario.seed, progress=None)
+    return result.exit_code == 0 and not result.leftovers
+
+
+def harness_verdicts(events: list[dict[str, Any]], scenario: Scenario) -> list[Verdict]:
+    """What every run must show whatever its scenario: it ended before its deadline and left nothing behind."""
+    killed = any(e["event"] == "deadline" for e in events)
+    left = [pid for e in events if e["event"] == "leftover" for pid in e["pids"]]
+    return [
+        Verdict("deadline", f"finished within {scenario.deadline_s:g} s", "killed at the deadline" if killed else "finished", not killed),
+        Verdict("processes_reaped", "no process of the run left", left or "none", not left),
+    ]
+
+
+def run_scenario(
+    scenario: Scenario,
+    out_dir: Path,
+    *,
+    scenario_file: Path | None = None,
+    seed: int | None = None,
+    keep: bool = False,
+    progress: Callable[[str], None] | None = print,
+) -> RunOutcome:
+    """Run, judge and report one scenario; the journal and picture stay in the returned run folder."""
+    seed = scenario.seed if seed is None else seed
+    run_dir = new_run_dir(out_dir, scenario.name)
+    (run_dir / SCENARIO_COPY).write_text(yaml.safe_dump({**scenario.model_dump(mode="json"), "seed": seed}, sort_keys=False))
+    if progress:
+        progress(f"chaos: {scenario.name}: {scenario.world_size} ranks under {scenario.launcher}; run folder {run_dir}")
+    execute(scenario, run_dir, seed, progress)
+    outcome = judge_run_dir(run_dir, scenario, scenario_file=scenario_file, progress=progress)
+    if not keep:
+        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+    return outcome
+
+
+def judge_run_dir(
+    run_dir: Path,
+    scenario: Scenario | None = None,
+    *,
+    scenario_file: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> RunOutcome:
+    """Judge a finished run folder from its files alone; (re)writes journal.json and timeline.png."""
+    if scenario is None:
+        copy = run_dir / SCENARIO_COPY
+        if not copy.is_file():
+            raise ScenarioError(f"{run_dir}: not a run folder (no {SCENARIO_COPY})")
+        scenario = parse_scenario(yaml.safe_load(copy.read_text()), str(copy))
+    events = read_events(run_dir)
+    timeline, metrics = load_run(run_dir)
+    baseline_check = None
+    if scenario.expect.baseline is not None:
+        if progress:
+            progress("chaos: comparing with the fault-free baseline (computed once per config, then cached)")
+        baseline_dir = ensure_baseline(scenario, _run_baseline)
+        mode = "exact" if scenario.expect.baseline == "exact" else scenario.expect.baseline.tolerance
+        baseline_check = compare_runs(run_dir, baseline_dir, mode)
+    verdicts = harness_verdicts(events, scenario) + judge(scenario.expect, metrics, baseline_check)
+    passed = all(v.passed for v in verdicts)
+    picture = run_dir / "timeline.png"
+    plot_timeline(run_dir, timeline, metrics, picture, name=scenario.name, status="passed" if passed else "failed")
+    plan_file = run_dir / "plan.json"
+    extra = {
+        "seed": scenario.seed,
+        "plan": [f.__dict__ for f in read_plan(plan_file)] if plan_file.is_file() else [],
+        "launcher_log": str(run_dir / "launcher.log"),
+        "picture": str(picture),
+    }
+    journal = build_journal(scenario, run_dir, timeline, metrics, verdicts, extra, scenario_file=scenario_file)
+    write_journal(run_dir / "journal.json", journal)
+    return RunOutcome(run_dir, journal, passed, format_summary(journal))
