@@ -35,6 +35,8 @@ class ProgressView:
         self.out = out
         self.offsets: dict[Path, int] = {}
         self.t0: float | None = None
+        self.step_every = 1
+        self.last_attempt: int | None = None
 
     def tick(self) -> None:
         fresh = []
@@ -48,5 +50,17 @@ class ProgressView:
         for e in sorted(fresh, key=lambda e: e["mono"]):
             if self.t0 is None:
                 self.t0 = e["mono"]
-            if e["event"] in SHOWN and not (e["event"] in RANK0_ONLY and e["rank"] != 0):
+            if self._shown(e):
                 self.out(describe(e, self.t0))
+
+    def _shown(self, e: dict[str, Any]) -> bool:
+        """Every notable event; of long runs' steps, about twenty, plus the first of each attempt."""
+        if e["event"] not in SHOWN or (e["event"] in RANK0_ONLY and e["rank"] != 0):
+            return False
+        if e["event"] == "run_start":
+            self.step_every = max(1, e.get("train_iters", 1) // 20)
+        if e["event"] != "step":
+            return True
+        first = e["attempt"] != self.last_attempt
+        self.last_attempt = e["attempt"]
+        return first or e["iteration"] % self.step_every == 0

@@ -1,0 +1,100 @@
+"""pytest plugin (registered as the `chaos` entry point): one test per scenario file, verdicts in JUnit.
+
+Options: ``--scenario NAME`` (repeatable) selects scenarios, ``--scenario-dir`` points at the catalogue,
+``--chaos-out`` keeps run folders somewhere chosen. A test that requests the ``scenario_file`` fixture is
+parametrized over the selected files; the ``run_scenario`` fixture runs one and returns its outcome.
+Each verdict becomes a JUnit property, so ``--junitxml`` carries expected and observed values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("chaos", "chaos scenarios")
+    group.addoption(
+        "--scenario", action="append", default=[], dest="chaos_scenarios", metavar="NAME",
+        help="run only this scenario (by name; repeatable)",
+    )
+    group.addoption(
+        "--scenario-dir", default=None, dest="chaos_scenario_dir", metavar="DIR",
+        help="folder of scenario files (default: <rootdir>/scenarios)",
+    )
+    group.addoption(
+        "--chaos-out", default=None, dest="chaos_out", metavar="DIR",
+        help="where run folders go (default: pytest's temporary folder)",
+    )
+
+
+def _scenario_dir(config: pytest.Config) -> Path:
+    chosen = config.getoption("chaos_scenario_dir")
+    folder = Path(chosen) if chosen else config.rootpath / "scenarios"
+    if not folder.is_dir():
+        raise pytest.UsageError(f"--scenario-dir: {folder} is not a folder")
+    return folder
+
+
+def selected_scenarios(config: pytest.Config) -> list[Path]:
+    """The scenario files to run; an unknown --scenario name is a usage error listing the known ones."""
+    from chaos.scenario import scenario_files
+
+    files = scenario_files(_scenario_dir(config))
+    wanted = config.getoption("chaos_scenarios")
+    if not wanted:
+        return files
+    by_name = {f.stem: f for f in files}
+    unknown = [n for n in wanted if n not in by_name]
+    if unknown:
+        raise pytest.UsageError(f"--scenario: unknown {', '.join(unknown)}; known: {', '.join(sorted(by_name))}")
+    return [by_name[n] for n in wanted]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "scenario_file" in metafunc.fixturenames:
+        files = selected_scenarios(metafunc.config)
+        metafunc.parametrize("scenario_file", files, ids=[f.stem for f in files])
+
+
+@pytest.fixture
+def run_scenario(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, record_property: Callable
+) -> Callable:
+    """Run a scenario file; returns the RunOutcome and records each verdict as a JUnit property."""
+    from chaos.runner import run_scenario as run
+    from chaos.scenario import load_scenario
+
+    chosen = request.config.getoption("chaos_out")
+    out = Path(chosen) if chosen else tmp_path_factory.mktemp("chaos-runs")
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+
+    def progress(line: str) -> None:
+        # Live progress on the terminal (not under xdist workers, which have no terminal).
+        if reporter is not None and capture is not None:
+            with capture.global_and_fixture_disabled():
+                reporter.write_line(line)
+
+    def _run(path: Path, **kwargs):
+        outcome = run(load_scenario(path), out, scenario_file=path, progress=progress, **kwargs)
+        for verdict in outcome.journal["verdicts"]:
+            record_property(f"verdict.{verdict['name']}", verdict["message"])
+        record_property("run_dir", str(outcome.run_dir))
+        progress(outcome.summary)
+        return outcome
+
+    return _run
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With --scenario, run just those scenarios: deselect the tests that run no scenario file."""
+    if not config.getoption("chaos_scenarios"):
+        return
+    keep = [i for i in items if "scenario_file" in getattr(i, "fixturenames", ())]
+    dropped = [i for i in items if i not in keep]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep

@@ -1,0 +1,42 @@
+"""Sessions: `nox` (lint + tests), `nox -s unit`, `nox -s functional -- --scenario NAME`, `nox -s lint`."""
+
+import nox
+
+nox.options.sessions = ["lint", "tests"]
+nox.options.reuse_existing_virtualenvs = True
+
+# The CPU wheel on these machines; an unpinned torch pulls several GB of CUDA builds.
+CPU_TORCH = "torch==2.13.0"
+
+
+def install_project(session: nox.Session) -> None:
+    session.install(CPU_TORCH)
+    session.install("-e", ".[test]")
+
+
+@nox.session
+def unit(session: nox.Session) -> None:
+    """Fast CPU tests (gloo process groups in real processes)."""
+    install_project(session)
+    session.run("pytest", "tests/unit", "-n", "2", *session.posargs)
+
+
+@nox.session
+def functional(session: nox.Session) -> None:
+    """Every scenario as a real multi-process run; `-- --scenario NAME` picks some, `-- -n 2` spreads them."""
+    install_project(session)
+    session.run("pytest", "tests/functional", "-v", "-rA", "--chaos-out=chaos-runs", *session.posargs)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """unit then functional in one environment (what CI runs)."""
+    install_project(session)
+    session.run("pytest", "tests/unit", "-n", "2")
+    session.run("pytest", "tests/functional", "-v", "-rA", "--chaos-out=chaos-runs", "--junitxml=chaos-runs/junit.xml", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    session.install("ruff>=0.5")
+    session.run("ruff", "check", ".")
