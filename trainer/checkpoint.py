@@ -213,8 +213,9 @@ class Checkpointer:
             return
         dcp.save(state.sharded_state_dict(), checkpoint_id=str(tmp))
         dist.barrier()
-        self._finalize(iteration, tmp, t0, is_async=False)
-        dist.barrier()
+        self._seal(iteration, tmp)
+        dist.barrier()  # every rank's save_end then means: sealed and named in the tracker
+        self._log_end(iteration, t0, is_async=False)
 
     def _write_rank_state(self, tmp: Path, state: Checkpointable) -> None:
         path = tmp / "rank_state" / f"rank-{self.rank}.pt"
@@ -230,18 +231,21 @@ class Checkpointer:
             self._ckpt_group = dist.new_group(backend="gloo")
         return self._ckpt_group
 
-    def _finalize(self, iteration: int, tmp: Path, started: float, is_async: bool) -> None:
-        """Rank 0 seals the checkpoint (manifest, rename, tracker); every rank logs the end."""
+    def _seal(self, iteration: int, tmp: Path) -> None:
+        """Rank 0 seals the checkpoint: manifest, rename into place, then the tracker."""
+        if self.rank != 0:
+            return
         final = iteration_dir(self.root, iteration)
-        if self.rank == 0:
-            write_manifest(tmp, iteration, self.world_size)
-            shutil.rmtree(final, ignore_errors=True)
-            os.rename(tmp, final)
-            _fsync_dir(self.root)
-            atomic_write_text(self.root / TRACKER, f"{iteration}\n")
-            self._prune()
+        write_manifest(tmp, iteration, self.world_size)
+        shutil.rmtree(final, ignore_errors=True)
+        os.rename(tmp, final)
+        _fsync_dir(self.root)
+        atomic_write_text(self.root / TRACKER, f"{iteration}\n")
+        self._prune()
+
+    def _log_end(self, iteration: int, started: float, is_async: bool) -> None:
         self.events.emit(
-            "checkpoint_save_end", iteration=iteration, path=str(final),
+            "checkpoint_save_end", iteration=iteration, path=str(iteration_dir(self.root, iteration)),
             seconds=time.monotonic() - started, **{"async": is_async},
         )
 
@@ -249,6 +253,10 @@ class Checkpointer:
         if self.cfg.most_recent_k > 0:
             for _, folder in list_checkpoints(self.root)[self.cfg.most_recent_k :]:
                 shutil.rmtree(folder, ignore_errors=True)
+
+    def pending_iteration(self) -> int | None:
+        """The iteration of the async save in flight (issued, not yet sealed), or None."""
+        return None if self._pending is None else self._pending.iteration
 
     def poll(self) -> None:
         """Finalize an async save whose writes have finished (called once per step)."""
@@ -263,7 +271,9 @@ class Checkpointer:
         pending.future.result()
         # Rank 0's future completes only after every rank's data is written (DCP gathers write results
         # at the coordinator before it writes the metadata), so rank 0 may seal without a barrier.
-        self._finalize(pending.iteration, pending.tmp, pending.started, is_async=True)
+        # (Other ranks' save_end therefore means "my part is written"; rank 0's means "sealed".)
+        self._seal(pending.iteration, pending.tmp)
+        self._log_end(pending.iteration, pending.started, is_async=True)
 
     def close(self) -> None:
         self.wait()

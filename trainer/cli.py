@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import warnings
 
@@ -13,7 +14,7 @@ from trainer.recipes import RECIPES
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m trainer", description="A small GPT trainer with resiliency features.")
-    p.add_argument("--recipe", choices=sorted(RECIPES), help="named defaults to start from (Bridge's recipes)")
+    p.add_argument("--recipe", metavar="NAME", help=f"named defaults to start from (Bridge's recipes): {', '.join(sorted(RECIPES))}")
     p.add_argument("--config", metavar="FILE", help="YAML config file (sections as in trainer/config.py)")
     p.add_argument("overrides", nargs="*", metavar="section.key=value", help="dotted overrides, e.g. train.train_iters=20")
     return p.parse_args(argv)
@@ -32,6 +33,13 @@ def main(argv: list[str] | None = None) -> int:
 def run(cfg: TrainerConfig) -> int:
     """Train under the launcher's environment; returns the process exit code."""
     warnings.filterwarnings("ignore", category=FutureWarning)
+    if cfg.inprocess_restart.enabled:
+        from trainer.resiliency.inprocess import run_inprocess
+
+        logging.basicConfig(
+            level=logging.INFO, format=f"[%(asctime)s] [%(levelname)s] [rank{os.environ.get('RANK', 0)}] %(message)s"
+        )
+        return run_inprocess(cfg)
     from trainer.session import TrainingSession
 
     with TrainingSession(cfg) as session:
