@@ -27,6 +27,7 @@ from trainer.data import Sampler, build_corpus
 from trainer.distributed import DistEnv, all_ranks_agree
 from trainer.events import EventLog
 from trainer.model import GPT
+from trainer.resiliency.rerun import step_runner
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,13 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def use_deterministic_kernels() -> None:
+    """Bit-reproducible CUDA steps: deterministic cuBLAS workspaces and no atomics-based kernels."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = False
+
+
 def weights_digest(model: torch.nn.Module) -> str:
     h = hashlib.sha256()
     for name, tensor in sorted(model.state_dict().items()):
@@ -101,6 +109,8 @@ class Trainer:
                 f"train.global_batch_size ({gbs}) must be a multiple of micro_batch_size x world size "
                 f"({tc.micro_batch_size} x {env.world_size})"
             )
+        if cfg.model.deterministic_mode and env.device.type == "cuda":
+            use_deterministic_kernels()
         torch.manual_seed(cfg.rng.seed)
         random.seed(cfg.rng.seed)
         np.random.seed(cfg.rng.seed)
@@ -114,6 +124,7 @@ class Trainer:
             tc.micro_batch_size, gbs, env.rank, env.world_size,
         )
         self.checkpointer = Checkpointer(cfg.checkpoint, events, env.rank, env.world_size)
+        self.rerun = step_runner(components)
 
     def _build_optimizer(self) -> torch.optim.Optimizer:
         o = self.cfg.optimizer
@@ -170,7 +181,7 @@ class Trainer:
                 c.before_step(self, step)
             t0 = time.perf_counter()
             with self.section("step"):
-                loss = self.train_step()
+                loss = self.train_step(step)
             self.iteration = step
             self.log_step(loss, time.perf_counter() - t0)
             for c in self.components:
@@ -197,11 +208,18 @@ class Trainer:
             return reasons[0] if reasons else "peer_stopped"
         return None
 
-    def train_step(self) -> float:
-        """One optimizer step over the global batch; returns the loss averaged over data-parallel ranks."""
-        lr = self.schedule.current()
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+    def train_step(self, step: int) -> float:
+        """One optimizer step over the global batch; returns the loss averaged over data-parallel ranks.
+
+        The rerun hook may compute the forward/backward more than once (same batch, same RNG) to validate
+        its result, or stop the run (exit 16/17) before the optimizer has touched the weights.
+        """
+        local_loss = self.rerun.run_step(self, step, lambda computation: self.forward_backward(step, computation))
+        return self.optimizer_step(local_loss)
+
+    def forward_backward(self, step: int, computation: int) -> torch.Tensor:
+        """Gradients of this rank's micro-batches from a clean slate; returns its local loss (0-dim)."""
+        self.optimizer.zero_grad(set_to_none=True)
         n_micro = self.sampler.num_microbatches
         total = torch.zeros((), device=self.env.device)
         for micro in range(n_micro):
@@ -209,16 +227,24 @@ class Trainer:
             sync = contextlib.nullcontext() if micro == n_micro - 1 else self.ddp.no_sync()
             with sync, torch.autocast(self.env.device.type, torch.bfloat16, enabled=self.cfg.model.bf16):
                 loss = self.ddp(x, y) / n_micro
+                for c in self.components:
+                    loss = c.on_loss(step, computation, loss)
             loss.backward()
             total += loss.detach()
+        return total
+
+    def optimizer_step(self, local_loss: torch.Tensor) -> float:
+        """Apply the gradients, advance schedule and data; returns the loss averaged over ranks."""
+        lr = self.schedule.current()
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
         if self.cfg.optimizer.clip_grad > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.optimizer.clip_grad)
         self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
         self.schedule.num_steps += 1
         self.sampler.advance()
-        dist.all_reduce(total)
-        return total.item() / self.env.world_size
+        dist.all_reduce(local_loss)
+        return local_loss.item() / self.env.world_size
 
     def log_step(self, loss: float, step_time: float) -> None:
         lr = self.optimizer.param_groups[0]["lr"]
