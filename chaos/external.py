@@ -1,0 +1,273 @@
+"""Process faults from outside: the runner sends real signals to the real pids of a running job.
+
+This is how a scheduler preempts (SIGTERM, a grace period, SIGKILL), how an OOM killer or node agent
+kills (SIGKILL), how a process freezes (SIGSTOP) and how contention slows one (SIGSTOP/SIGCONT duty
+cycles). Nothing here needs the job's cooperation, so it works on any training command, ours or not:
+
+- the targets are found in /proc: workers carry the run's marker variable and the ``RANK`` torchelastic
+  gives them; the launcher is the leader of the run's process session;
+- steps are observed from the trainer's ``step`` events, or, for a ``command`` that writes none, from
+  its output lines matched by the scenario's ``step_pattern`` (each match is also written as a ``step``
+  event, with ``observed: true``, so the timeline metrics apply to any trainer).
+
+Everything is driven by ``tick()``, which the launch's watch loop calls every 0.1 s: no thread of our own,
+and every signal is stamped as a ``signal_sent`` runner event (the first one of a fault also as
+``fault_injected``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import re
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from chaos.launch import RUN_ID_VAR, classify
+from chaos.plan import PlannedFault
+from chaos.scenario import SIGNAL_FAULTS
+from trainer.events import EventLog
+
+STEP_FAULT_SIGNALS = {"sigterm": signal.SIGTERM, "sigkill": signal.SIGKILL, "sigstop": signal.SIGSTOP}
+
+
+def _proc_environ(pid: int) -> dict[str, str]:
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
+
+
+def _proc_status(pid: int) -> tuple[str, int] | None:
+    """(state letter, parent pid) of a live process, None once it is gone."""
+    try:
+        after_name = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return after_name[0], int(after_name[1])
+
+
+def alive(pid: int) -> bool:
+    """Running or stopped, not a zombie: a zombie accepts signals but can no longer act on them."""
+    status = _proc_status(pid)
+    return status is not None and status[0] != "Z"
+
+
+def worker_pids(run_id: str, ranks: list[int] | None = None) -> list[int]:
+    """The run's worker processes (those torchelastic gave a RANK), of `ranks` or of every rank.
+
+    A worker's own children inherit its RANK; only the outermost process of each rank is returned.
+    """
+    workers: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or not alive(pid := int(entry.name)):
+            continue
+        env = _proc_environ(pid)
+        if env.get(RUN_ID_VAR) == run_id and env.get("RANK", "").isdigit():
+            workers[pid] = int(env["RANK"])
+    chosen = {pid: rank for pid, rank in workers.items() if ranks is None or rank in ranks}
+    return sorted(pid for pid in chosen if (_proc_status(pid) or ("", 0))[1] not in chosen)
+
+
+def launcher_pid(run_id: str) -> int | None:
+    """The launcher: the process of the run that leads its own session (the runner started it so)."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and alive(pid := int(entry.name)) and _proc_environ(pid).get(RUN_ID_VAR) == run_id:
+            with contextlib.suppress(OSError):
+                if os.getsid(pid) == pid:
+                    return pid
+    return None
+
+
+class _Tail:
+    """New complete lines of a growing file, from where the last call stopped."""
+
+    def __init__(self, path: Path):
+        self.path, self.offset, self.partial = path, 0, b""
+
+    def lines(self) -> list[str]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except OSError:
+            return []
+        self.offset += len(data)
+        *complete, self.partial = (self.partial + data).split(b"\n")
+        return [line.decode(errors="replace") for line in complete]
+
+
+class EventSteps:
+    """Steps from the trainer's own ``step`` events (every rank's file)."""
+
+    def __init__(self, run_dir: Path):
+        self.folder = run_dir / "events"
+        self.tails: dict[Path, _Tail] = {}
+
+    def relaunched(self, attempt: int) -> None:
+        """Step events carry their own attempt: nothing to do."""
+
+    def poll(self) -> list[tuple[int, int]]:
+        """(attempt, iteration) of each step event written since the last poll."""
+        for path in self.folder.glob("rank-*.jsonl"):
+            self.tails.setdefault(path, _Tail(path))
+        found = []
+        for tail in self.tails.values():
+            for line in tail.lines():
+                with contextlib.suppress(ValueError):
+                    e = json.loads(line)
+                    if e.get("event") == "step":
+                        found.append((int(e["attempt"]), int(e["iteration"])))
+        return found
+
+
+class LogSteps:
+    """Steps from the job's output lines (launcher.log), for a command that writes no events.
+
+    Each match becomes a ``step`` event (rank 0, ``observed: true``) in ``events/observed.jsonl``. The
+    attempt is counted from the launcher's restart lines in the same log, in order, so a step printed
+    just before a restart is never credited to the next attempt.
+    """
+
+    def __init__(self, run_dir: Path, pattern: str):
+        self.tail = _Tail(run_dir / "launcher.log")
+        self.pattern = re.compile(pattern)
+        self.log = EventLog(run_dir, "observed", rank=0, attempt=0)
+
+    def relaunched(self, attempt: int) -> None:
+        self.log.attempt = attempt
+
+    def poll(self) -> list[tuple[int, int]]:
+        found = []
+        for line in self.tail.lines():
+            hit = classify(line)
+            if hit is not None and hit[0] == "restart":
+                self.log.attempt += 1
+            m = self.pattern.search(line)
+            if m is None:
+                continue
+            step = int(m["step"])
+            loss = float(m["loss"]) if "loss" in self.pattern.groupindex and m["loss"] else math.nan
+            self.log.emit("step", iteration=step, loss=loss, step_time=0.0, observed=True)
+            found.append((self.log.attempt, step))
+        return found
+
+    def close(self) -> None:
+        self.log.close()
+
+
+@dataclass
+class _Armed:
+    """A planned signal fault and where it is in its life: waiting, fired, (for grace/duty) follow-ups."""
+
+    fault: PlannedFault
+    fired_at: float | None = None
+    pids: list[int] = field(default_factory=list)
+    next_at: float | None = None
+    """When the next signal is due: the grace's SIGKILL, or the duty cycle's next SIGSTOP/SIGCONT."""
+    cycle: int = 0
+    stopped: bool = False
+
+
+class ExternalFaults:
+    """Fires the plan's signal faults from the runner, one tick at a time."""
+
+    def __init__(self, faults: list[PlannedFault], events: EventLog, run_id: str, steps: EventSteps | LogSteps):
+        self.events, self.run_id, self.steps = events, run_id, steps
+        self.armed = [_Armed(f) for f in faults if f.type in SIGNAL_FAULTS]
+        self.last_step: dict[int, int] = {}
+        self.attempt_since: dict[int, float] = {}
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        self.attempt_since.setdefault(self.events.attempt, now)
+        for attempt, step in self.steps.poll():
+            self.last_step[attempt] = max(step, self.last_step.get(attempt, 0))
+        for armed in self.armed:
+            if armed.fired_at is None and self._due(armed.fault, now):
+                self._fire(armed, now)
+            elif armed.next_at is not None and now >= armed.next_at:
+                self._follow_up(armed, now)
+
+    def _due(self, fault: PlannedFault, now: float) -> bool:
+        if fault.attempt != self.events.attempt:
+            return False
+        if fault.at_step is not None:
+            return self.last_step.get(fault.attempt, 0) >= fault.at_step
+        return now - self.attempt_since[fault.attempt] >= fault.delay_s
+
+    def _targets(self, fault: PlannedFault) -> list[int]:
+        if fault.options.get("target") == "launcher":
+            pid = launcher_pid(self.run_id)
+            return [] if pid is None else [pid]
+        if fault.options.get("target") == "all":
+            return worker_pids(self.run_id)
+        return worker_pids(self.run_id, fault.options.get("ranks") or [fault.rank])
+
+    def _fire(self, armed: _Armed, now: float) -> None:
+        fault = armed.fault
+        armed.fired_at, armed.pids = now, self._targets(fault)
+        self.events.emit(
+            "fault_injected", fault=fault.type, target_rank=fault.rank,
+            iteration=self.last_step.get(fault.attempt), fault_id=fault.fault_id,
+            detail=f"{fault.options.get('target') or 'ranks'} pids {armed.pids}", **fault.options,
+        )
+        if fault.type == "duty_cycle":
+            self._duty(armed, now)
+            return
+        self._send(armed.pids, STEP_FAULT_SIGNALS[fault.type])
+        if fault.type == "sigterm":
+            armed.next_at = now + fault.options["grace_s"]
+
+    def _follow_up(self, armed: _Armed, now: float) -> None:
+        if armed.fault.type == "duty_cycle":
+            self._duty(armed, now)
+            return
+        armed.next_at = None  # the grace is over: what is still alive is killed, as a scheduler does
+        survivors = [pid for pid in armed.pids if alive(pid)]
+        if armed.fault.options.get("target") == "launcher" and survivors:
+            survivors = [pid for pid in _session_pids(self.run_id, survivors[0])]
+        self._send(survivors, signal.SIGKILL)
+
+    def _duty(self, armed: _Armed, now: float) -> None:
+        opts = armed.fault.options
+        if armed.stopped:
+            self._send(armed.pids, signal.SIGCONT)
+            armed.stopped, armed.cycle = False, armed.cycle + 1
+            armed.next_at = now + opts["run_s"] if armed.cycle < opts["cycles"] else None
+        else:
+            self._send(armed.pids, signal.SIGSTOP)
+            armed.stopped, armed.next_at = True, now + opts["stop_s"]
+
+    def _send(self, pids: list[int], sig: signal.Signals) -> None:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+                self.events.emit("signal_sent", signal=sig.name, target=pid, pid=pid)
+
+    def relaunched(self) -> None:
+        """The runner launches the job again; its attempts number on from ``events.attempt``."""
+        self.steps.relaunched(self.events.attempt)
+
+    def close(self) -> None:
+        """Leave nothing stopped: a duty cycle cut short by the job's end still owes its SIGCONT."""
+        for armed in self.armed:
+            if armed.stopped:
+                self._send([pid for pid in armed.pids if alive(pid)], signal.SIGCONT)
+                armed.stopped = False
+
+
+def _session_pids(run_id: str, leader: int) -> list[int]:
+    """Every live process of the run in the launcher's session: the launcher and what it started."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and alive(pid := int(entry.name)) and _proc_environ(pid).get(RUN_ID_VAR) == run_id:
+            with contextlib.suppress(OSError):
+                if os.getsid(pid) == leader:
+                    found.append(pid)
+    return found
