@@ -1,0 +1,37 @@
+"""In-process restart settings: the orderings NVRx's Wrapper asserts are config errors that name the fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainer.config import ConfigError, load_config
+
+
+def config_error(*overrides: str) -> str:
+    with pytest.raises(ConfigError) as caught:
+        load_config("tiny_cpu", None, overrides)
+    return str(caught.value)
+
+
+def test_bridge_defaults_are_valid() -> None:
+    cfg = load_config("tiny_cpu", None, ["inprocess_restart.enabled=true"]).inprocess_restart
+    assert cfg.soft_timeout < cfg.hard_timeout < cfg.barrier_timeout
+    assert cfg.heartbeat_interval < cfg.heartbeat_timeout
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["inprocess_restart.soft_timeout=95"], "soft_timeout (95) must be < inprocess_restart.hard_timeout (90)"),
+        (["inprocess_restart.hard_timeout=130"], "hard_timeout (130) must be < inprocess_restart.barrier_timeout (120)"),
+        (["inprocess_restart.heartbeat_interval=60"], "heartbeat_interval (60) must be < inprocess_restart.heartbeat_timeout (60)"),
+        (["inprocess_restart.max_iterations=0"], "max_iterations: must be >= 1"),
+    ],
+)
+def test_a_broken_ordering_names_both_keys(overrides: list[str], message: str) -> None:
+    assert message in config_error(*overrides)
+
+
+def test_straggler_thresholds_are_scores() -> None:
+    assert "gpu_relative_perf_threshold" in config_error("nvrx_straggler.gpu_relative_perf_threshold=1.5")
+    assert "report_time_interval" in config_error("nvrx_straggler.report_time_interval=0")

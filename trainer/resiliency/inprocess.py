@@ -1,0 +1,122 @@
+"""NVRx in-process restart (``inprocess_restart.*``, Megatron Bridge's names and defaults).
+
+The whole training session (process group, components, trainer, resume from the newest checkpoint) is the
+function NVRx's ``inprocess.Wrapper`` wraps. On a fault in any rank, every rank aborts its process group
+and re-enters the function in the same process: no respawn, no re-import. As in Bridge, the process group of
+iteration i rendezvous on prefix ``i`` of a coordination store on MASTER_PORT+1, and the Wrapper's own store
+is on MASTER_PORT+2 (the chaos runner reserves both with the rendezvous port).
+
+What it can recover depends on the backend: NCCL collectives can be aborted; gloo's cannot. On gloo an
+exception (or a dead peer) still frees the others, because the failing rank's abort closes its sockets and
+their blocked collective errors out; a rank that hangs inside a collective keeps them blocked until the hard
+timeout kills the ranks.
+
+No ``from __future__ import annotations`` here: NVRx hands the running CallWrapper to the parameter whose
+annotation *is* the CallWrapper class, and a string annotation would not match.
+"""
+
+import logging
+import os
+import socket
+import traceback
+from dataclasses import dataclass
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from trainer import nvrx_compat
+from trainer.config import InProcessRestartConfig, TrainerConfig
+from trainer.events import EventLog
+
+log = logging.getLogger(__name__)
+
+inprocess = nvrx_compat.inprocess()
+STORE_TIMEOUT = timedelta(seconds=300)
+
+
+@dataclass(frozen=True)
+class InProcessIteration:
+    """What one Wrapper iteration hands the training session."""
+
+    store: dist.Store
+    iteration: int
+
+
+class AbortEvent(inprocess.abort.Abort):
+    """Writes ``inprocess_abort`` to the rank's event log the moment NVRx aborts this iteration (detection)."""
+
+    def __init__(self, run_dir: str | None):
+        self.run_dir = run_dir
+
+    def __call__(self, state: inprocess.state.FrozenState) -> inprocess.state.FrozenState:
+        events = EventLog(self.run_dir, f"rank-{state.initial_rank}", state.initial_rank, attempt=state.iteration)
+        events.emit("inprocess_abort", inprocess_iteration=state.iteration, active_rank=state.active_rank)
+        events.close()
+        return state
+
+
+def timeouts(cfg: InProcessRestartConfig) -> dict[str, timedelta]:
+    """The Wrapper's intervals and timeouts (config.py has checked the orderings NVRx asserts)."""
+    names = (
+        "monitor_thread_interval", "monitor_process_interval", "progress_watchdog_interval", "heartbeat_interval",
+        "soft_timeout", "hard_timeout", "heartbeat_timeout", "barrier_timeout", "completion_timeout",
+        "last_call_wait", "termination_grace_time",
+    )
+    return {name: timedelta(seconds=getattr(cfg, name)) for name in names}
+
+
+def rank_assignment(cfg: InProcessRestartConfig, world_size: int) -> object:
+    """Bridge's tree: the whole world in reserve, then (granularity node) whole nodes; no spare ranks here,
+    so an iteration needs every rank back (the trainer's batch arithmetic assumes the launch's world)."""
+    layers = [inprocess.rank_assignment.Layer(
+        min_ranks=world_size, max_ranks=world_size, flag=inprocess.rank_assignment.LayerFlag.RESERVE
+    )]
+    if cfg.granularity == "node":
+        per_node = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
+        layers.append(inprocess.rank_assignment.Layer(
+            min_ranks=per_node, max_ranks=per_node, key_or_fn=lambda _: socket.gethostname(),
+            flag=inprocess.rank_assignment.LayerFlag.RESERVE,
+        ))
+    return inprocess.rank_assignment.Tree(layers=layers)
+
+
+def build_wrapper(cfg: TrainerConfig, world_size: int, master_port: int) -> object:
+    ipr = cfg.inprocess_restart
+    health = [inprocess.health_check.CudaHealthCheck(timeout=timedelta(seconds=10))] if torch.cuda.is_available() else []
+    return inprocess.Wrapper(
+        store_kwargs={"timeout": STORE_TIMEOUT, "port": master_port + 2},
+        initialize=inprocess.initialize.RetryController(max_iterations=ipr.max_iterations, min_world_size=world_size),
+        abort=inprocess.Compose(inprocess.abort.AbortTorchDistributed(), AbortEvent(cfg.logger.run_dir)),
+        health_check=inprocess.Compose(*health) if health else None,
+        rank_assignment=rank_assignment(ipr, world_size),
+        **timeouts(ipr),
+    )
+
+
+def run_inprocess(cfg: TrainerConfig) -> int:
+    """Train under NVRx's in-process Wrapper (launched by torchrun); returns the process exit code."""
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "error")
+    master_port, world_size = int(os.environ["MASTER_PORT"]), int(os.environ["WORLD_SIZE"])
+    coordination = dist.TCPStore(
+        host_name=os.environ["MASTER_ADDR"], port=master_port + 1, world_size=world_size,
+        is_master=int(os.environ["RANK"]) == 0, timeout=STORE_TIMEOUT, wait_for_workers=True, use_libuv=True,
+    )
+
+    def train(call_wrapper: inprocess.CallWrapper = None) -> int:
+        from trainer.session import TrainingSession
+
+        iteration = call_wrapper.iteration
+        store = dist.PrefixStore(f"inprocess-{iteration}", coordination)
+        with TrainingSession(cfg, InProcessIteration(store, iteration)) as session:
+            session.events.emit("inprocess_start", inprocess_iteration=iteration)
+            try:
+                return session.run()
+            except Exception as e:
+                # The failed step's frames hold the trainer, its DDP and so the process group. Freed, the
+                # group closes its gloo sockets, and peers blocked in a collective with this rank error out
+                # at once (gloo has no abort that unblocks them; a peer's closed socket does).
+                traceback.clear_frames(e.__traceback__)
+                raise
+
+    return build_wrapper(cfg, world_size, master_port)(train)()
