@@ -1,0 +1,74 @@
+"""Multi-node scenarios: the schema's node rules, each agent's command, and the last round's metrics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from chaos.nodes import agent_command
+from chaos.scenario import ScenarioError, parse_scenario
+from chaos.timeline import compute_metrics
+
+
+def two_nodes(**changes: Any) -> dict[str, Any]:
+    data = {
+        "name": "n", "description": "two nodes", "world_size": 2, "nodes": 2, "procs_per_node": 1,
+        "trainer": {"train.train_iters": 12, "checkpoint.save_interval": 5},
+        "faults": [{"type": "node_killed", "node": 1, "at_step": 7}, {"type": "node_rejoin", "node": 1, "attempt": 1, "after_s": 0}],
+    }
+    return {**data, **changes}
+
+
+def problem(data: dict[str, Any]) -> str:
+    with pytest.raises(ScenarioError) as e:
+        parse_scenario(data, "x.yaml")
+    return str(e.value)
+
+
+def test_a_valid_two_node_scenario_splits_its_world() -> None:
+    scenario = parse_scenario(two_nodes(world_size=4, procs_per_node=2), "x.yaml")
+    assert (scenario.nodes, scenario.node_size) == (2, 2)
+    assert parse_scenario(two_nodes(procs_per_node=None), "x.yaml").node_size == 1
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"world_size": 3}, "world_size: 3 is not nodes (2) x procs_per_node (1)"),
+        ({"procs_per_node": None, "world_size": 3}, "world_size: 3 is not nodes (2)"),
+        ({"faults": [{"type": "node_killed", "node": 2, "at_step": 7}]}, "faults[0].node: 2 is not a node of the run"),
+        ({"faults": [{"type": "node_killed", "node": 0, "at_step": 7}]}, "faults[0].node: must be greater than or equal to 1"),
+        ({"faults": [{"type": "node_rejoin", "node": 1, "attempt": 1, "after_s": 0}]}, "node_rejoin replaces a node"),
+        ({"faults": [{"type": "node_killed", "node": 1, "at_step": 7}, {"type": "node_rejoin", "node": 1, "at_step": 8, "attempt": 1}]},
+         "faults[1]: node_rejoin fires by time"),
+        ({"faults": [{"type": "node_hung", "node": 1, "rank": 0, "at_step": 7}]}, "faults[0].rank: a node_hung fault names a node"),
+        ({"nodes": 1, "world_size": 1, "procs_per_node": None, "faults": [], "spares": 1}, "spares: hot spares join a multi-node"),
+        ({"relaunch": True}, "nodes: a multi-node scenario runs this project's trainer"),
+    ],
+)
+def test_node_rules_are_one_line_errors(changes: dict[str, Any], message: str) -> None:
+    assert message in problem(two_nodes(**changes))
+
+
+def test_node_zero_hosts_the_rendezvous_store_and_no_other_node_does() -> None:
+    command = ["python", "-m", "launcher", "--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:1", "-m", "trainer"]
+    assert agent_command(command, True)[3:5] == ["--rdzv-backend=c10d", "--rdzv-conf=is_host=true"]
+    assert agent_command(command, False)[4] == "--rdzv-conf=is_host=false"
+    assert agent_command(command, False)[5:] == command[4:]
+
+
+def start(rank: int, attempt: int, node: str, mono: float, world: int = 2) -> dict[str, Any]:
+    return {"event": "run_start", "rank": rank, "attempt": attempt, "node": node, "mono": mono, "world_size": world}
+
+
+def test_the_last_round_names_its_world_and_nodes() -> None:
+    events = [start(0, 0, "node0", 1.0), start(1, 0, "node1", 1.1), start(0, 1, "node0", 5.0), start(1, 1, "node2", 5.1)]
+    metrics = compute_metrics(events)
+    assert (metrics.world_size_after, metrics.nodes_after) == (2, ["node0", "node2"])
+
+
+def test_a_shrunken_last_round_shows_its_smaller_world() -> None:
+    events = [start(0, 0, "node0", 1.0), start(1, 0, "node1", 1.1), start(0, 1, "node0", 5.0, world=1)]
+    metrics = compute_metrics(events)
+    assert (metrics.world_size_after, metrics.nodes_after) == (1, ["node0"])
