@@ -39,8 +39,12 @@ def _launcher() -> str:
     return "torchrun" if "TORCHELASTIC_RUN_ID" in os.environ else "single"
 
 
-def init_distributed(cfg: DistConfig) -> DistEnv:
-    """Initialize the default process group from the launcher's environment (or a world of one)."""
+def init_distributed(cfg: DistConfig, store: dist.Store | None = None) -> DistEnv:
+    """Initialize the default process group from the launcher's environment (or a world of one).
+
+    ``store``: rendezvous through this store instead of MASTER_ADDR:MASTER_PORT (in-process restart gives
+    each of its iterations a fresh prefix of one store, as Megatron Bridge does).
+    """
     if "WORLD_SIZE" not in os.environ:
         os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1")
         os.environ.setdefault("MASTER_PORT", str(_free_port()))
@@ -54,10 +58,28 @@ def init_distributed(cfg: DistConfig) -> DistEnv:
     else:
         device = torch.device("cpu")
     backend = cfg.distributed_backend if cfg.distributed_backend != "auto" else ("nccl" if want_cuda else "gloo")
+    if store is None and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        store = _attempt_store(timedelta(minutes=cfg.distributed_timeout_minutes))
+    on_store = {} if store is None else {"store": store, "rank": int(os.environ["RANK"]), "world_size": int(os.environ["WORLD_SIZE"])}
     dist.init_process_group(
-        backend, timeout=timedelta(minutes=cfg.distributed_timeout_minutes), device_id=device if want_cuda else None
+        backend, timeout=timedelta(minutes=cfg.distributed_timeout_minutes), device_id=device if want_cuda else None,
+        **on_store,
     )
     return DistEnv(dist.get_rank(), dist.get_world_size(), local_rank, backend, device, _launcher())
+
+
+def _attempt_store(timeout: timedelta) -> dist.Store:
+    """The launcher's store under a prefix of this restart round.
+
+    torchrun's c10d agent keeps one store across restart rounds; without a per-round prefix the new
+    workers can read the dead round's gloo addresses and fail connectFullMesh (seen under torchrun
+    --max-restarts; ft_launcher's own rendezvous does not show it).
+    """
+    agent_store = dist.TCPStore(
+        os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), int(os.environ["WORLD_SIZE"]),
+        is_master=False, timeout=timeout,
+    )
+    return dist.PrefixStore(f"/trainer/round_{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", agent_store)
 
 
 def all_ranks_agree(flag: bool, device: torch.device) -> bool:

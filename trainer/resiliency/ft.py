@@ -7,14 +7,17 @@ a heartbeat after every step (default), or the sections "setup", "step" and "che
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import random
 import signal
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from trainer.checkpoint import atomic_write_text
 from trainer.components import Component
 from trainer.config import FaultToleranceConfig
 from trainer.events import EventLog
@@ -23,6 +26,8 @@ if TYPE_CHECKING:
     from trainer.loop import Trainer
 
 log = logging.getLogger(__name__)
+
+FT_STATE = "ft_state.json"
 
 FAULT_SIGNALS = {"rank_hung": signal.SIGSTOP, "rank_killed": signal.SIGKILL}
 
@@ -54,11 +59,15 @@ class FaultTolerance(Component):
 
     name = "ft"
 
-    def __init__(self, cfg: FaultToleranceConfig, events: EventLog, world_size: int, seed: int):
+    def __init__(
+        self, cfg: FaultToleranceConfig, events: EventLog, world_size: int, seed: int, state_dir: str | None = None
+    ):
         self.cfg = cfg
         self.events = events
         self.world_size = world_size
         self.seed = seed
+        # Learned timeouts live beside the checkpoints, as Bridge keeps them (ft_state.json).
+        self.state_file = Path(state_dir) / FT_STATE if state_dir else None
         self.client = None
         self._in_setup = False
         if cfg.enable_ft_package:
@@ -71,14 +80,11 @@ class FaultTolerance(Component):
         from trainer import nvrx_compat
 
         self.client = nvrx_compat.RankMonitorClient()
+        if self.cfg.calc_ft_timeouts and self.state_file is not None and self.state_file.is_file():
+            # Before init: the client hands loaded timeouts to its rank monitor when it connects.
+            self.client.load_state_dict(json.loads(self.state_file.read_text()))
         nvrx_compat.init_workload_monitoring(self.client)
-        cfg = self.client.cfg
-        self.events.emit(
-            "ft_timeouts",
-            heartbeat={"initial": cfg.initial_rank_heartbeat_timeout, "subsequent": cfg.rank_heartbeat_timeout},
-            sections=dict(cfg.rank_section_timeouts),
-            calculated=False,
-        )
+        self._report_timeouts()
         if self.cfg.use_sections:
             self.client.start_section("setup")
             self._in_setup = True
@@ -110,8 +116,36 @@ class FaultTolerance(Component):
         self.client.start_section(name)
 
     def section_end(self, name: str) -> None:
-        if self.client is not None and self.cfg.use_sections:
+        if self.client is None:
+            return
+        if self.cfg.use_sections:
             self.client.end_section(name)
+        if name == "checkpointing" and self.cfg.calc_ft_timeouts:
+            self._learn_timeouts()
+
+    def _learn_timeouts(self) -> None:
+        """Timeouts from the intervals observed so far (NVRx: safety factor x the longest), persisted.
+
+        Called on every rank at the same point (NVRx synchronizes the observations across ranks).
+        """
+        if self.cfg.use_sections:
+            learned = self.client.calculate_and_set_section_timeouts(skip_if_not_ready=True)
+        else:
+            learned = self.client.calculate_and_set_hb_timeouts(skip_if_not_ready=True)
+        if not learned:
+            return
+        if self.events.rank == 0 and self.state_file is not None:
+            atomic_write_text(self.state_file, json.dumps(self.client.state_dict()))
+        self._report_timeouts()
+
+    def _report_timeouts(self) -> None:
+        hb, sections = self.client.hb_timeouts, self.client.section_timeouts
+        self.events.emit(
+            "ft_timeouts",
+            heartbeat={"initial": hb.initial, "subsequent": hb.subsequent},
+            sections={**sections.section, "out_of_section": sections.out_of_section},
+            calculated=bool(hb.were_calculated or sections.calculated_sections or sections.is_out_of_section_calculated),
+        )
 
     def after_step(self, trainer: Trainer, iteration: int, loss: float) -> None:
         if self.client is not None and not self.cfg.use_sections:
