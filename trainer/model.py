@@ -10,8 +10,11 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from trainer.config import ConfigError, ModelConfig
+
+ALL_SDPA = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION, SDPBackend.MATH]
 
 
 class CausalSelfAttention(nn.Module):
@@ -21,14 +24,17 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(cfg.hidden_size, 3 * cfg.hidden_size)
         self.proj = nn.Linear(cfg.hidden_size, cfg.hidden_size)
         self.dropout = cfg.attention_dropout
+        # Flash/efficient attention backward kernels use atomics (not bit-reproducible): math in deterministic mode.
+        self.backends = [SDPBackend.MATH] if cfg.deterministic_mode else ALL_SDPA
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, c = x.shape
         q, k, v = self.qkv(x).split(c, dim=2)
         q, k, v = (z.view(b, t, self.n_head, c // self.n_head).transpose(1, 2) for z in (q, k, v))
-        y = F.scaled_dot_product_attention(
-            q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0
-        )
+        with sdpa_kernel(self.backends):
+            y = F.scaled_dot_product_attention(
+                q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0
+            )
         return self.proj(y.transpose(1, 2).contiguous().view(b, t, c))
 
 
