@@ -1,4 +1,4 @@
-"""Sessions: `nox` (lint + tests), `nox -s unit`, `nox -s functional -- --scenario NAME`, `nox -s lint`."""
+"""Sessions: `nox` (lint + tests), `nox -s unit`, `nox -s functional -- --scenario NAME`, `nox -s lint`, `nox -s bench`."""
 
 import nox
 
@@ -32,11 +32,36 @@ def functional(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """unit then functional in one environment (what CI runs)."""
     install_project(session)
-    session.run("pytest", "tests/unit", "-n", "2")
+    session.run("pytest", "tests/unit", "tests/gpu", "-n", "2")
     session.run("pytest", "tests/functional", "-v", "-rA", "--chaos-out=chaos-runs", "--junitxml=chaos-runs/junit.xml", *session.posargs)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Detection, recovery, lost work and overhead side by side; table, JSON and picture in chaos-runs/bench/
+    (`-- --quick` a smoke subset, `-- --suite` also times the functional suite, `-- --reps 2` medians)."""
+    install_project(session)
+    session.run("python", "-m", "benchmarks", *session.posargs)
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
     session.install("ruff>=0.5")
     session.run("ruff", "check", ".")
+
+
+@nox.session(venv_params=["--system-site-packages"])
+def gpu(session: nox.Session) -> None:
+    """The GPU suite on the machine's own CUDA torch: every scenario on NCCL, one GPU per rank.
+
+    Logs, journals, pictures, JUnit XML and summary.md land in chaos-runs/gpu/. Machines without nox run
+    the same two commands by hand (docs/gpu-results.md).
+    """
+    session.install("--no-deps", "--no-build-isolation", "-e", ".")
+    session.run(*GPU_PYTEST, *session.posargs)
+
+
+GPU_PYTEST = (
+    "python", "-m", "pytest", "tests/functional/test_scenarios.py", "tests/gpu", "-v", "-rA",
+    "--chaos-device=cuda", "--chaos-out=chaos-runs/gpu", "--junitxml=chaos-runs/gpu/junit.xml",
+)

@@ -30,17 +30,19 @@ def baseline_key(scenario: Scenario) -> str:
     parts = {
         "digest": cfg.digest(),
         "world_size": scenario.world_size,
+        "device": cfg.dist.device,
         "versions": {p: version(p) for p in ("torch", "numpy", "faker")},
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def fault_free(scenario: Scenario) -> Scenario:
-    """The same run with every fault disarmed (chaos faults and Bridge's simulate_fault), under torchrun."""
+    """The same run with every fault disarmed (chaos faults and Bridge's simulate_fault), under torchrun, on
+    one node: the numbers depend on the world size, not on how its ranks are spread over nodes."""
     trainer = {k: v for k, v in scenario.trainer.items() if not k.startswith("ft.simulate")}
     return scenario.model_copy(
         update={"faults": [], "trainer": {**trainer, "ft.enable_ft_package": False}, "launcher": "torchrun",
-                "name": f"{scenario.name}-baseline"}
+                "relaunch": False, "name": f"{scenario.name}-baseline", "nodes": 1, "procs_per_node": None, "spares": 0}
     )
 
 

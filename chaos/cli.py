@@ -28,7 +28,30 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     path = resolve(args.scenario, Path(args.scenario_dir))
     scenario = load_scenario(path)
+    if args.repeat is not None:
+        return _repeat(scenario, path, args)
     outcome = run_scenario(scenario, Path(args.out), scenario_file=path, seed=args.seed, keep=args.keep)
+    print(outcome.summary)
+    return 0 if outcome.passed else 1
+
+
+def _repeat(scenario, path: Path, args: argparse.Namespace) -> int:  # noqa: ANN001 - Scenario, imported lazily
+    from chaos.repeat import format_repeat, repeat
+
+    if args.repeat < 1 or args.seed is not None:
+        print("error: --repeat N needs N >= 1 and draws fresh seeds (leave out --seed)", file=sys.stderr)
+        return 2
+    outcomes = repeat(scenario, Path(args.out), args.repeat, scenario_file=path)
+    print(format_repeat(scenario.name, outcomes))
+    return 0 if all(o.passed for o in outcomes) else 1
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from chaos.repeat import replay_inputs
+    from chaos.runner import run_scenario
+
+    scenario, seed = replay_inputs(Path(args.journal))
+    outcome = run_scenario(scenario, Path(args.out), seed=seed, keep=args.keep)
     print(outcome.summary)
     return 0 if outcome.passed else 1
 
@@ -82,6 +105,18 @@ def cmd_judge(args: argparse.Namespace) -> int:
     return 0 if outcome.passed else 1
 
 
+def cmd_slurm(args: argparse.Namespace) -> int:
+    from chaos.slurm import sbatch_script
+
+    script = sbatch_script(load_scenario(resolve(args.scenario, DEFAULT_SCENARIOS)), args.run_root, args.seed)
+    if args.out is None:
+        print(script, end="")
+    else:
+        Path(args.out).write_text(script)
+        print(f"chaos: wrote {args.out}; submit it with sbatch from the project checkout")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m chaos", description="Break a training run on purpose; judge its recovery.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -90,6 +125,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, help="override the scenario's seed (fault plan choices)")
     run.add_argument("--keep", action="store_true", help="keep the run's checkpoints (journal, events and picture are always kept)")
     run.add_argument("--out", default="chaos-runs", help="folder for run folders (default: chaos-runs)")
+    run.add_argument("--repeat", type=int, metavar="N", help="run N times with fresh seeds; print pass rate and metric spread")
     run.set_defaults(func=cmd_run)
     ls = sub.add_parser("list", help="list the scenario catalogue")
     ls.set_defaults(func=cmd_list)
@@ -104,6 +140,17 @@ def parser() -> argparse.ArgumentParser:
     jd = sub.add_parser("judge", help="judge a finished run folder again, from its files alone")
     jd.add_argument("run_dir")
     jd.set_defaults(func=cmd_judge)
+    sl = sub.add_parser("slurm", help="write an sbatch script that runs a scenario on a Slurm cluster")
+    sl.add_argument("scenario", help="a scenario file, or a name from the catalogue")
+    sl.add_argument("--out", help="the script's file (default: print it)")
+    sl.add_argument("--run-root", default="$SLURM_SUBMIT_DIR/chaos-runs", help="run folders' parent, on shared storage")
+    sl.add_argument("--seed", type=int, help="override the scenario's seed (fault plan choices)")
+    sl.set_defaults(func=cmd_slurm)
+    rp = sub.add_parser("replay", help="rerun a journal's run exactly: same scenario, seed and fault plan")
+    rp.add_argument("journal", help="a run folder's journal.json")
+    rp.add_argument("--out", default="chaos-runs", help="folder for run folders (default: chaos-runs)")
+    rp.add_argument("--keep", action="store_true", help="keep the run's checkpoints")
+    rp.set_defaults(func=cmd_replay)
     for sp in (run, ls):
         sp.add_argument("--scenario-dir", default=str(DEFAULT_SCENARIOS), help="where scenario files live")
     return p

@@ -9,22 +9,27 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from chaos.scenario import Scenario
+from trainer.events import node_id
 
 
 @dataclass(frozen=True)
 class PlannedFault:
     fault_id: str
     type: str
-    """The concrete fault: rank_killed or rank_hung ('random' is resolved here)."""
-    rank: int
+    """The concrete fault type ('random' is resolved here into rank_killed or rank_hung)."""
+    rank: int | None
+    """None for a signal fault aimed at several ranks or the launcher (see `options`)."""
     attempt: int
     at_step: int | None
     delay_s: float | None
     """Seconds after the trainer's start of `attempt` (after_s + 0.2*U(0,1)*after_s, as Bridge draws it)."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """The type's own fields (grace_s, ranks, target, mode, during, message, stop_s, ...)."""
 
 
 def plan_faults(scenario: Scenario, seed: int) -> list[PlannedFault]:
@@ -33,9 +38,12 @@ def plan_faults(scenario: Scenario, seed: int) -> list[PlannedFault]:
     planned = []
     for i, fault in enumerate(scenario.faults):
         kind = rng.choice(["rank_hung", "rank_killed"]) if fault.type == "random" else fault.type
-        rank = fault.rank if fault.rank is not None else rng.randrange(scenario.world_size)
+        rank = fault.rank if fault.rank is not None or kind == fault.type else rng.randrange(scenario.world_size)
         delay = None if fault.after_s is None else fault.after_s + 0.2 * rng.random() * fault.after_s
-        planned.append(PlannedFault(f"f{i}", kind, rank, fault.attempt, fault.at_step, delay))
+        options = fault.model_dump(exclude={"type", "rank", "attempt", "at_step", "after_s"}, exclude_none=True)
+        if options.get("persistence") == "persistent":
+            options["node"] = node_id()  # the faulty hardware: the first launch's node (a relaunch may move)
+        planned.append(PlannedFault(f"f{i}", kind, rank, fault.attempt, fault.at_step, delay, options))
     return planned
 
 

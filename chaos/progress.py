@@ -14,7 +14,7 @@ SHOWN = {
 }
 RANK0_ONLY = {"run_start", "resume", "checkpoint_load", "checkpoint_save_end", "step"}
 DETAIL = ("iteration", "loss", "fault", "target_rank", "reason", "code", "exitcode", "local_rank",
-          "attempts_left", "signal", "path", "pids", "seconds")
+          "attempts_left", "signal", "path", "pids", "seconds", "state", "diagnosis")
 
 
 def describe(e: dict[str, Any], t0: float) -> str:

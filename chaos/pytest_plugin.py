@@ -26,7 +26,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--chaos-out", default=None, dest="chaos_out", metavar="DIR",
-        help="where run folders go (default: pytest's temporary folder)",
+        help="where run folders go, with summary.md at the end (default: pytest's temporary folder)",
+    )
+    group.addoption(
+        "--chaos-device", default=None, choices=("cpu", "cuda"), dest="chaos_device",
+        help="run every scenario's trainer on this device (cuda: NCCL, one GPU per rank); default: the recipe's",
     )
 
 
@@ -55,8 +59,28 @@ def selected_scenarios(config: pytest.Config) -> list[Path]:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "scenario_file" in metafunc.fixturenames:
+        from chaos.scenario import load_scenario
+
         files = selected_scenarios(metafunc.config)
-        metafunc.parametrize("scenario_file", files, ids=[f.stem for f in files])
+        params = [
+            pytest.param(f, id=f.stem, marks=[pytest.mark.gpu] if load_scenario(f).requires == "gpu" else [])
+            for f in files
+        ]
+        metafunc.parametrize("scenario_file", params)
+
+
+def skip_reason(scenario, device: str | None) -> str | None:
+    """Why a scenario cannot run on this machine/device, or None."""
+    if scenario.requires == "gpu" and device != "cuda":
+        return f"{scenario.name} needs CUDA GPUs (requires: gpu): run it with nox -s gpu on a GPU machine"
+    if scenario.requires == "cpu" and device == "cuda":
+        return f"{scenario.name} proves a CPU/gloo behaviour (requires: cpu)"
+    if device == "cuda":
+        import torch
+
+        if torch.cuda.device_count() < scenario.world_size:
+            return f"{scenario.name} needs {scenario.world_size} GPUs, this machine has {torch.cuda.device_count()}"
+    return None
 
 
 @pytest.fixture
@@ -64,6 +88,7 @@ def run_scenario(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, record_property: Callable
 ) -> Callable:
     """Run a scenario file; returns the RunOutcome and records each verdict as a JUnit property."""
+    from chaos.runner import on_device
     from chaos.runner import run_scenario as run
     from chaos.scenario import load_scenario
 
@@ -78,8 +103,14 @@ def run_scenario(
             with capture.global_and_fixture_disabled():
                 reporter.write_line(line)
 
+    device = request.config.getoption("chaos_device")
+
     def _run(path: Path, **kwargs):
-        outcome = run(load_scenario(path), out, scenario_file=path, progress=progress, **kwargs)
+        scenario = load_scenario(path)
+        reason = skip_reason(scenario, device)
+        if reason:
+            pytest.skip(reason)
+        outcome = run(on_device(scenario, device), out, scenario_file=path, progress=progress, **kwargs)
         for verdict in outcome.journal["verdicts"]:
             record_property(f"verdict.{verdict['name']}", verdict["message"])
         record_property("run_dir", str(outcome.run_dir))
@@ -98,3 +129,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    import time
+
+    session.config.stash[_STARTED] = time.time()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """A table of this session's runs (from their journals, so it works under xdist), also as summary.md."""
+    from chaos.report import summary_table
+
+    out = config.getoption("chaos_out")
+    if not out or _STARTED not in config.stash:
+        return
+    journals = [
+        p for p in sorted(Path(out).glob("*/journal.json")) if p.stat().st_mtime >= config.stash[_STARTED]
+    ]
+    if not journals:
+        return
+    table = summary_table(journals)
+    (Path(out) / "summary.md").write_text(table + "\n")
+    terminalreporter.write_sep("=", "chaos scenarios")
+    terminalreporter.write_line(table)
+
+
+_STARTED = pytest.StashKey[float]()

@@ -86,6 +86,22 @@ def format_summary(journal: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+SUMMARY_COLUMNS = ("time_to_detect_s", "time_to_recover_s", "lost_steps", "restarts", "exit_code")
+
+
+def summary_table(journals: Sequence[Path]) -> str:
+    """A markdown table, one row per journal: status and the headline metrics."""
+    head = "| scenario | status | detect (s) | recover (s) | lost steps | restarts | exit | device |"
+    rows = [head, "|" + "---|" * 8]
+    for path in journals:
+        j = json.loads(Path(path).read_text())
+        m = j["metrics"]
+        cells = [_fmt(m.get(key)) for key in SUMMARY_COLUMNS]
+        device = (j.get("versions") or {}).get("device", "")
+        rows.append(f"| {j['scenario']['name']} | {j['status']} | " + " | ".join(cells) + f" | {device} |")
+    return "\n".join(rows)
+
+
 def plot_timeline(
     run_dir: str | Path,
     timeline: Timeline,
@@ -149,7 +165,8 @@ def _marks(marks: Sequence[Mark], event: str) -> list[Mark]:
 def _mark_steps(ax: Any, marks: Sequence[Mark]) -> None:
     """Fault and checkpoint marks at the iteration they concern."""
     for m in _marks(marks, "fault_injected"):
-        ax.axvline(m.info["iteration"], color="red", lw=2, label=f"fault: {m.info.get('fault', '?')}")
+        if m.info.get("iteration") is not None:  # a fault at a checkpoint load or before any step has no step
+            ax.axvline(m.info["iteration"], color="red", lw=2, label=f"fault: {m.info.get('fault', '?')}")
     _ticks(ax, [m.info["iteration"] for m in _marks(marks, "checkpoint_save_end")])
     for m in _marks(marks, "checkpoint_load"):
         ax.axvline(m.info["iteration"], color="green", ls="-.", lw=1.5, label=f"checkpoint loaded (step {m.info['iteration']})")

@@ -19,8 +19,10 @@ from typing import Any
 import yaml
 
 from chaos.baseline import ensure_baseline
+from chaos.external import EventSteps, ExternalFaults, LogSteps
 from chaos.launch import Launch, LaunchResult, LaunchSpec
-from chaos.plan import plan_faults, read_plan, write_plan
+from chaos.nodes import ClusterSpec, run_cluster
+from chaos.plan import PlannedFault, plan_faults, read_plan, write_plan
 from chaos.ports import release_ports, reserve_ports
 from chaos.progress import ProgressView
 from chaos.report import build_journal, format_summary, plot_timeline, write_journal
@@ -28,7 +30,7 @@ from chaos.scenario import Scenario, ScenarioError, parse_scenario
 from chaos.timeline import load_run
 from chaos.verdicts import Verdict, compare_runs, judge
 from trainer import nvrx_compat
-from trainer.events import EventLog, read_events
+from trainer.events import ATTEMPT_BASE_VAR, EventLog, read_events
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SCENARIO_COPY = "scenario.yaml"
@@ -46,10 +48,17 @@ def launcher_command(scenario: Scenario, run_dir: Path, port: int, overrides: li
     """The launcher's command line: c10d rendezvous on a reserved loopback port, then the trainer."""
     common = [
         "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={run_dir.name}",
-        "--nnodes=1", f"--nproc-per-node={scenario.world_size}", f"--max-restarts={scenario.max_restarts}",
+        f"--nnodes={scenario.nodes}", f"--nproc-per-node={scenario.node_size}", f"--max-restarts={scenario.max_restarts}",
         "--monitor-interval=0.1",
     ]
     trainer = ["-m", "trainer", "--recipe", scenario.recipe, *overrides]
+    if scenario.command is not None:
+        trainer = ["--no-python", *external_command(scenario.command, run_dir)]
+    if scenario.launcher == "torchrun" and scenario.trainer.get("inprocess_restart.enabled") is True:
+        # c10d hands workers an ephemeral MASTER_PORT; static rendezvous hands them `port`, so that NVRx's
+        # in-process stores on MASTER_PORT+1 and +2 land on the ports reserved with it.
+        static = ["--rdzv-backend=static", "--master-addr=127.0.0.1", f"--master-port={port}", "--node-rank=0"]
+        return [sys.executable, "-m", "torch.distributed.run", *static, *common[3:], *trainer]
     if scenario.launcher == "torchrun":
         return [sys.executable, "-m", "torch.distributed.run", *common, *trainer]
     ft_yaml = run_dir / "ft.yaml"
@@ -61,11 +70,32 @@ def launcher_command(scenario: Scenario, run_dir: Path, port: int, overrides: li
     ]
 
 
+def external_command(command: list[str], run_dir: Path) -> list[str]:
+    """A scenario's own training command, run as written, except: a leading `python` is this interpreter,
+    and `{run_dir}` in an argument is the run folder (for the command's own checkpoints and logs)."""
+    argv = [arg.replace("{run_dir}", str(run_dir)) for arg in command]
+    return [sys.executable, *argv[1:]] if argv[0] == "python" else argv
+
+
+def launcher_env(scenario: Scenario) -> dict[str, str]:
+    """torchrun logs its restart decision ("Worker group FAILED. k/N attempts left") only at INFO; the
+    runner needs that line to count the restarts of a command that writes no events."""
+    return {"LOGLEVEL": "INFO"} if scenario.launcher == "torchrun" else {}
+
+
 def child_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH")) if p)
     env.update(PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore::FutureWarning")
+    env.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast can take a shared host's GPUs down
     return env
+
+
+def on_device(scenario: Scenario, device: str | None) -> Scenario:
+    """The scenario with its trainer on `device` ('cpu' or 'cuda'; None keeps the recipe's choice)."""
+    if device is None:
+        return scenario
+    return scenario.model_copy(update={"trainer": {**scenario.trainer, "dist.device": device}})
 
 
 def new_run_dir(out_dir: Path, name: str) -> Path:
@@ -84,16 +114,62 @@ def execute(scenario: Scenario, run_dir: Path, seed: int, progress: Callable[[st
         overrides.append(f"fault_injection.plan={run_dir / 'plan.json'}")
     events = EventLog(run_dir, "launcher", rank=-1, attempt=0)
     view = ProgressView(run_dir, progress) if progress else None
+    steps = LogSteps(run_dir, scenario.step_pattern) if scenario.step_pattern else EventSteps(run_dir)
+    external = ExternalFaults(plan, events, run_dir.name, steps)
+
+    def tick() -> None:
+        external.tick()
+        if view:
+            view.tick()
+
+    start = time.monotonic()
+    try:
+        if scenario.nodes > 1:
+            return _launch_nodes(scenario, run_dir, overrides, plan, events, tick)
+        result = _launch_once(scenario, run_dir, overrides, events, tick, scenario.deadline_s)
+        if scenario.relaunch and not (result.timed_out or result.interrupted):
+            events.attempt += 1  # the requeued job numbers its attempts on from the first launch's
+            external.relaunched()
+            remaining = scenario.deadline_s - (time.monotonic() - start)
+            result = _launch_once(scenario, run_dir, overrides, events, tick, remaining, scenario.relaunch_env)
+        return result
+    finally:
+        external.close()
+        if isinstance(steps, LogSteps):
+            steps.close()
+        events.close()
+
+
+def _launch_once(
+    scenario: Scenario, run_dir: Path, overrides: list[str], events: EventLog, tick: Callable[[], None], deadline_s: float,
+    env_overrides: dict[str, str] | None = None,
+) -> LaunchResult:
     ports = reserve_ports(3)
     try:
         spec = LaunchSpec(
-            command=launcher_command(scenario, run_dir, ports[0], overrides), env=child_env(), run_dir=run_dir,
-            deadline_s=scenario.deadline_s, run_id=run_dir.name, cwd=PROJECT_ROOT,
+            command=launcher_command(scenario, run_dir, ports[0], overrides),
+            env={**child_env(), **launcher_env(scenario), ATTEMPT_BASE_VAR: str(events.attempt), **(env_overrides or {})},
+            run_dir=run_dir,
+            deadline_s=deadline_s, run_id=run_dir.name, cwd=PROJECT_ROOT,
         )
-        return Launch(spec, events, on_tick=view.tick if view else lambda: None).wait()
+        return Launch(spec, events, on_tick=tick).wait()
     finally:
         release_ports(ports)
-        events.close()
+
+
+def _launch_nodes(
+    scenario: Scenario, run_dir: Path, overrides: list[str], plan: list[PlannedFault], events: EventLog, tick: Callable[[], None],
+) -> LaunchResult:
+    """One agent per node on this machine, in one c10d rendezvous on a reserved loopback port (chaos/nodes.py)."""
+    ports = reserve_ports(3)
+    try:
+        spec = ClusterSpec(
+            command=launcher_command(scenario, run_dir, ports[0], overrides), env={**child_env(), **launcher_env(scenario)},
+            run_dir=run_dir, run_id=run_dir.name, deadline_s=scenario.deadline_s, nodes=scenario.nodes, cwd=PROJECT_ROOT,
+        )
+        return run_cluster(spec, plan, events, scenario.spares, tick)
+    finally:
+        release_ports(ports)
 
 
 def _run_baseline(scenario: Scenario, folder: Path) -> bool:
@@ -122,6 +198,7 @@ def run_scenario(
 ) -> RunOutcome:
     """Run, judge and report one scenario; the journal and picture stay in the returned run folder."""
     seed = scenario.seed if seed is None else seed
+    scenario = scenario.model_copy(update={"seed": seed})  # the journal records the seed the run used
     run_dir = new_run_dir(out_dir, scenario.name)
     (run_dir / SCENARIO_COPY).write_text(yaml.safe_dump({**scenario.model_dump(mode="json"), "seed": seed}, sort_keys=False))
     if progress:

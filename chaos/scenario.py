@@ -130,7 +130,200 @@ class RandomFault(_FaultBase):
     type: Literal["random"]
 
 
-Fault = Annotated[RankHung | RankKilled | RandomFault, Field(discriminator="type")]
+class ExceptionFault(_FaultBase):
+    """A Python exception raised in the step on the rank (a bug, a failed assertion): the rank exits 1."""
+
+    type: Literal["exception"]
+    message: str = "injected by the chaos plan"
+
+
+def _require_at_step(fault: _FaultBase) -> None:
+    if fault.at_step is None or fault.after_s is not None:
+        raise ValueError(f"{fault.type} fires at a step: give at_step (not after_s)")
+
+
+def _require_load_trigger(fault: _FaultBase) -> None:
+    if fault.at_step is not None or fault.after_s is not None:
+        raise ValueError(f"{fault.type} fires at the checkpoint load of its attempt: leave out at_step and after_s")
+    if fault.attempt < 1:
+        raise ValueError(f"{fault.type} breaks a restart's checkpoint load: attempt must be 1 or more")
+
+
+class CollectiveHang(_FaultBase):
+    """The rank stops inside the gradient all-reduce of `at_step` (a wrapped DDP communication hook)."""
+
+    type: Literal["collective_hang"]
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> CollectiveHang:
+        _require_at_step(self)
+        return self
+
+
+class FaultDuringCheckpoint(_FaultBase):
+    """SIGKILL to the rank while a checkpoint is in flight: the save of `at_step` (sync: inside the save;
+    async: after the save was issued, before it is sealed), or the checkpoint load of `attempt`."""
+
+    type: Literal["fault_during_checkpoint"]
+    during: Literal["save", "load"] = "save"
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> FaultDuringCheckpoint:
+        if self.during == "load":
+            _require_load_trigger(self)
+        else:
+            _require_at_step(self)
+        return self
+
+
+class CheckpointCorrupt(_FaultBase):
+    """The newest checkpoint truncated or garbled by `rank` just before the load of `attempt`."""
+
+    type: Literal["checkpoint_corrupt"]
+    rank: int | None = Field(default=0, ge=0)
+    mode: Literal["truncate", "garble"] = "truncate"
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> CheckpointCorrupt:
+        _require_load_trigger(self)
+        return self
+
+
+class _SignalFault(_FaultBase):
+    """A real signal sent by the runner from outside to real pids: to `rank`, to `ranks`, or to a
+    `target` (all ranks, or the launcher). Works on any training command, not only this project's."""
+
+    ranks: list[Annotated[int, Field(ge=0)]] | None = Field(default=None, min_length=1)
+    target: Literal["all", "launcher"] | None = None
+
+    @model_validator(mode="after")
+    def _one_target(self) -> _SignalFault:
+        given = [name for name in ("rank", "ranks", "target") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one target: rank, ranks or target (all | launcher)")
+        return self
+
+
+class Sigterm(_SignalFault):
+    """Preemption: SIGTERM, then SIGKILL to whatever is still alive `grace_s` seconds later."""
+
+    type: Literal["sigterm"]
+    grace_s: float = Field(default=30.0, ge=0)
+
+
+class Sigkill(_SignalFault):
+    """SIGKILL from outside (an OOM killer, a node agent)."""
+
+    type: Literal["sigkill"]
+
+
+class Sigstop(_SignalFault):
+    """SIGSTOP from outside: the processes hang until something kills them."""
+
+    type: Literal["sigstop"]
+
+
+class DutyCycle(_SignalFault):
+    """Slowness from outside: `cycles` rounds of SIGSTOP for `stop_s`, then SIGCONT for `run_s`."""
+
+    type: Literal["duty_cycle"]
+    stop_s: float = Field(gt=0)
+    run_s: float = Field(gt=0)
+    cycles: int = Field(ge=1)
+
+
+SIGNAL_FAULTS = frozenset({"sigterm", "sigkill", "sigstop", "duty_cycle"})
+"""Fault types the runner delivers from outside; every other type is fired inside the trainer."""
+
+
+class _NodeFault(_FaultBase):
+    """A fault of a whole node of a multi-node scenario (chaos/nodes.py), delivered by the runner.
+
+    Node 0 hosts the c10d rendezvous store (as the first node of a cluster job does), so it cannot be lost:
+    its store is the rendezvous itself."""
+
+    node: int = Field(ge=1)
+
+
+class NodeKilled(_NodeFault):
+    """SIGKILL to the node's launcher agent and every process it started (a node lost)."""
+
+    type: Literal["node_killed"]
+
+
+class NodeHung(_NodeFault):
+    """SIGSTOP to every rank of the node: its agent lives on, its ranks go silent."""
+
+    type: Literal["node_hung"]
+
+
+class NodeRejoin(_NodeFault):
+    """A replacement agent for a killed node joins the rendezvous, `after_s` into round `attempt`."""
+
+    type: Literal["node_rejoin"]
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> NodeRejoin:
+        if self.after_s is None or self.at_step is not None:
+            raise ValueError("node_rejoin fires by time in the round after the loss: give after_s (not at_step)")
+        if self.attempt < 1:
+            raise ValueError("node_rejoin joins a later rendezvous round: attempt must be 1 or more")
+        return self
+
+
+NODE_FAULTS = frozenset({"node_killed", "node_hung", "node_rejoin"})
+"""Fault types of a whole node, delivered by the runner to a multi-node scenario's agents and ranks."""
+
+class SlowRank(_FaultBase):
+    """The rank computes slower from its trigger on (chaos/slow_rank.py): each forward pass `factor` times
+    as long, or `seconds` more per step, on CPU; a competing CUDA stream on its device on GPU."""
+
+    type: Literal["slow_rank"]
+    factor: float | None = Field(default=None, gt=1)
+    seconds: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _one_amount(self) -> SlowRank:
+        if (self.factor is None) == (self.seconds is None):
+            raise ValueError("give exactly one slowdown: factor (> 1) or seconds (> 0 per step)")
+        return self
+
+
+class _LossFault(_FaultBase):
+    """The rank's loss corrupted before its backward at `at_step` (the trainer's on_loss hook): `transient`
+    in the first computation of the step only, `persistent` in every computation on the faulty node (the
+    first launch's node identity), whatever the attempt; a relaunch with another CHAOS_NODE_ID is clean."""
+
+    persistence: Literal["transient", "persistent"] = "transient"
+
+    @model_validator(mode="after")
+    def _at_step_only(self) -> _LossFault:
+        _require_at_step(self)
+        return self
+
+
+class NanLoss(_LossFault):
+    """The loss becomes NaN (and so do the gradients): the rerun state machine's NaN check."""
+
+    type: Literal["nan_loss"]
+
+
+class SpikyLoss(_LossFault):
+    """The loss is multiplied by `factor`: the rerun state machine's spiky-loss check (non-fatal)."""
+
+    type: Literal["spiky_loss"]
+    factor: float = Field(default=1000.0, gt=1)
+
+
+LOSS_FAULTS = frozenset({"nan_loss", "spiky_loss"})
+"""Fault types that corrupt the loss inside the trainer."""
+
+Fault = Annotated[
+    RankHung | RankKilled | RandomFault | ExceptionFault | CollectiveHang | FaultDuringCheckpoint
+    | CheckpointCorrupt | Sigterm | Sigkill | Sigstop | DutyCycle | SlowRank | NanLoss | SpikyLoss
+    | NodeKilled | NodeHung | NodeRejoin,
+    Field(discriminator="type"),
+]
 
 
 class FTLauncherOptions(_Strict):
@@ -141,6 +334,8 @@ class FTLauncherOptions(_Strict):
     rank_section_timeouts: dict[str, Annotated[float, Field(gt=0)]] | None = None
     rank_out_of_section_timeout: float | None = Field(default=None, gt=0)
     workload_check_interval: float = Field(default=1.0, gt=0)
+    safety_factor: float = Field(default=5.0, gt=0)
+    """Learned timeouts (trainer ft.calc_ft_timeouts) are this factor times the longest interval observed."""
     term_timeout: float = Field(default=15.0, gt=0)
     """Seconds the launcher waits after SIGTERM before SIGKILL when it stops workers (NVRx tests use 15)."""
 
@@ -172,7 +367,37 @@ class Expect(_Strict):
     lost_steps: Limit | None = None
     time_to_detect_s: Limit | None = None
     time_to_recover_s: Limit | None = None
+    time_to_detect_last_s: Limit | None = None
+    """time_to_detect of the last fault: with learned timeouts, a second hang is caught sooner."""
     goodput: Limit | None = None
+    steps_during_async_save: Limit | None = None
+    """Steps rank 0 completed while async saves were in flight (0 for sync saves: training waited)."""
+    faults_injected: Limit | None = None
+    """Faults that fired (in the trainer or from the runner): compound scenarios check every one did."""
+    checkpoints_rejected: Limit | None = None
+    """Checkpoints the trainer found corrupt on load and skipped."""
+    preemption_saved: bool | None = None
+    """A checkpoint was sealed between the first SIGTERM and the end of its grace period."""
+    grace_killed: bool | None = None
+    """The runner had to SIGKILL processes that outlived a SIGTERM's grace period."""
+    exit_reason: str | None = None
+    """Rank 0's last exit reason (completed, straggler_detected, ...; docs/events.md)."""
+    saved_at_exit: bool | None = None
+    """Rank 0's last exit came right after a checkpoint of that very step (a stop that saved first)."""
+    stragglers_flagged: list[Annotated[int, Field(ge=0)]] | None = None
+    """Every rank any straggler report flagged, sorted; [] wants reports that flag nobody."""
+    reports_to_flag: Limit | None = None
+    """Straggler reports from the fault up to the first that flags its rank (1: the first report after it)."""
+    inprocess_restarts: Limit | None = None
+    """Times NVRx's in-process Wrapper re-entered the training function."""
+    trainer_exit_codes: list[int] | None = None
+    """Per launch, the trainer's own exit code (rank 0's last `exit`); the launcher's differs (torchrun: 1)."""
+    rerun_diagnosis: str | None = None
+    """The rerun state machine's last diagnosis (transient_error, persistent_error, correct_result, ...)."""
+    world_size_after: int | None = Field(default=None, ge=1)
+    """The world size of the last restart round (a multi-node run that lost a node may shrink)."""
+    nodes_after: list[str] | None = None
+    """The node identities (CHAOS_NODE_ID) of the last restart round's ranks, sorted: who took over."""
     baseline: BaselineSpec | None = None
 
 
@@ -191,7 +416,15 @@ class Scenario(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     description: str
     world_size: int = Field(ge=1, le=64)
+    nodes: int = Field(default=1, ge=1, le=16)
+    """Launcher agents, one per simulated node (node0..), meeting in one c10d rendezvous (chaos/nodes.py)."""
+    procs_per_node: int | None = Field(default=None, ge=1)
+    """Ranks per node; nodes * procs_per_node must be world_size (left out: world_size / nodes)."""
+    spares: int = Field(default=0, ge=0, le=4)
+    """Hot-spare agents, started once the first round trains: they wait in the rendezvous for a lost node."""
     launcher: Literal["ft_launcher", "torchrun"] = "ft_launcher"
+    requires: Literal["any", "cpu", "gpu"] = "any"
+    """Where the scenario applies: 'gpu' ones are skipped (with the reason) on CPU machines, 'cpu' ones on GPU runs."""
     recipe: str = "tiny_cpu"
     trainer: dict[str, OverrideValue] = Field(default_factory=dict)
     """Dotted trainer overrides, as on the trainer's command line."""
@@ -199,6 +432,14 @@ class Scenario(_Strict):
     max_restarts: int = Field(default=3, ge=0)
     deadline_s: float = Field(default=120.0, gt=0)
     seed: int = Field(default=0, ge=0)
+    relaunch: bool = False
+    """After the launcher exits, launch the job once more in the same run folder (a requeued preempted job)."""
+    relaunch_env: dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] = Field(default_factory=dict)
+    """Environment overrides of the relaunch, e.g. {CHAOS_NODE_ID: node-b}: the job resumes on another node."""
+    command: list[Annotated[str, Field(min_length=1)]] | None = Field(default=None, min_length=1)
+    """A training command this project did not write, run per rank instead of the trainer (`python` = this interpreter)."""
+    step_pattern: str | None = None
+    """For `command`: a regex over its output lines with a named group `step` (and optionally `loss`)."""
     faults: list[Fault] = Field(default_factory=list)
     expect: Expect = Field(default_factory=Expect)
 
@@ -233,7 +474,61 @@ class Scenario(_Strict):
             raise ValueError(f"trainer: {e}") from None
         self._check_faults(cfg)
         self._check_expect(cfg)
+        self._check_command()
+        self._check_nodes()
+        if self.relaunch_env and not self.relaunch:
+            raise ValueError("relaunch_env: set relaunch: true as well (it is the relaunch's environment)")
         return self
+
+    @property
+    def node_size(self) -> int:
+        """Ranks per node (procs_per_node, or world_size / nodes)."""
+        return self.procs_per_node or self.world_size // self.nodes
+
+    def _check_nodes(self) -> None:
+        """A multi-node scenario: a world that splits evenly over its nodes, and node faults that name one."""
+        if self.nodes * self.node_size != self.world_size:
+            raise ValueError(
+                f"world_size: {self.world_size} is not nodes ({self.nodes}) x procs_per_node ({self.node_size})"
+            )
+        if self.nodes > 1 and (self.command is not None or self.relaunch):
+            raise ValueError("nodes: a multi-node scenario runs this project's trainer, without command or relaunch")
+        if self.spares and self.nodes == 1:
+            raise ValueError("spares: hot spares join a multi-node rendezvous; set nodes to 2 or more")
+        killed: set[int] = set()
+        for i, fault in enumerate(self.faults):
+            if fault.type not in NODE_FAULTS:
+                continue
+            if fault.rank is not None:
+                raise ValueError(f"faults[{i}].rank: a {fault.type} fault names a node, not a rank")
+            if fault.node >= self.nodes:
+                raise ValueError(f"faults[{i}].node: {fault.node} is not a node of the run (nodes {self.nodes})")
+            if fault.type == "node_rejoin" and fault.node not in killed:
+                raise ValueError(f"faults[{i}].node: node_rejoin replaces a node an earlier node_killed fault lost")
+            if fault.type == "node_killed":
+                killed.add(fault.node)
+
+    def _check_command(self) -> None:
+        if self.command is None:
+            if self.step_pattern is not None:
+                raise ValueError("step_pattern: only for a `command` (the trainer writes step events)")
+            return
+        if self.trainer:
+            raise ValueError("trainer: a `command` scenario runs its own command; leave trainer overrides out")
+        if self.expect.baseline is not None:
+            raise ValueError("expect.baseline: needs this project's trainer (a `command` writes no final weights)")
+        for i, fault in enumerate(self.faults):
+            if fault.type not in SIGNAL_FAULTS:
+                raise ValueError(f"faults[{i}].type: {fault.type} fires inside this project's trainer; a `command` takes signal faults only")
+        if self.step_pattern is not None:
+            try:
+                pattern = re.compile(self.step_pattern)
+            except re.error as e:
+                raise ValueError(f"step_pattern: not a regular expression ({e})") from None
+            if "step" not in pattern.groupindex:
+                raise ValueError("step_pattern: needs a named group (?P<step>\\d+)")
+        elif any(f.at_step is not None for f in self.faults):
+            raise ValueError("step_pattern: required when a fault of a `command` fires at_step")
 
     def _check_faults(self, cfg: TrainerConfig) -> None:
         iters, world = cfg.train.train_iters, self.world_size
@@ -243,10 +538,16 @@ class Scenario(_Strict):
         for i, fault in enumerate(self.faults):
             if fault.rank is not None and fault.rank >= world:
                 raise ValueError(f"faults[{i}].rank: {fault.rank} is outside the world (world_size {world})")
-            if fault.type != "random" and fault.rank is None:
+            for r in getattr(fault, "ranks", None) or ():
+                if r >= world:
+                    raise ValueError(f"faults[{i}].ranks: {r} is outside the world (world_size {world})")
+            if fault.type != "random" and fault.rank is None and fault.type not in SIGNAL_FAULTS | NODE_FAULTS:
                 raise ValueError(f"faults[{i}].rank: required for {fault.type} (only random may leave it out)")
-            if fault.at_step is not None and fault.at_step > iters:
+            if fault.at_step is not None and self.command is None and fault.at_step > iters:
                 raise ValueError(f"faults[{i}].at_step: {fault.at_step} is past train.train_iters ({iters})")
+            interval = cfg.checkpoint.save_interval
+            if fault.type == "fault_during_checkpoint" and fault.at_step and not (interval and fault.at_step % interval == 0):
+                raise ValueError(f"faults[{i}].at_step: {fault.at_step} is not a checkpoint step (save_interval {interval})")
             if fault.after_s is not None and fault.after_s >= self.deadline_s:
                 raise ValueError(f"faults[{i}].after_s: {fault.after_s:g} is past deadline_s ({self.deadline_s:g})")
             if fault.attempt > self.max_restarts:
@@ -254,7 +555,7 @@ class Scenario(_Strict):
 
     def _check_expect(self, cfg: TrainerConfig) -> None:
         e, iters = self.expect, cfg.train.train_iters
-        if e.completed_steps is not None and e.completed_steps > iters:
+        if e.completed_steps is not None and self.command is None and e.completed_steps > iters:
             raise ValueError(f"expect.completed_steps: {e.completed_steps} is past train.train_iters ({iters})")
         if e.resumed_from_step is not None:
             interval = cfg.checkpoint.save_interval

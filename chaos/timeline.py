@@ -18,18 +18,21 @@ Event = dict[str, Any]
 
 RUNNER_DETECTIONS = frozenset({"ft_timeout", "worker_failed", "restart"})
 """Runner events that show the launcher acted on a fault."""
-RANK_DETECTIONS = frozenset({"signal_received", "rerun"})
+RANK_DETECTIONS = frozenset({"signal_received", "inprocess_abort", "rerun"})
 """Rank events that show the trainer acted on a fault (plus flagged straggler reports and foreign exits)."""
 
-_RANK0_MARKS = frozenset({"run_start", "resume", "checkpoint_save_end", "checkpoint_load", "checkpoint_corrupt"})
+_RANK0_MARKS = frozenset(
+    {"run_start", "resume", "checkpoint_save_end", "checkpoint_load", "checkpoint_corrupt", "ft_timeouts"}
+)
 _ANY_MARKS = frozenset(
-    {"launch", "fault_injected", "signal_sent", "launcher_exit", "leftover", "deadline"}
+    {"launch", "fault_injected", "signal_sent", "launcher_exit", "leftover", "deadline", "agent_start", "agent_exit"}
     | RUNNER_DETECTIONS
     | RANK_DETECTIONS
 )
 _INFO_FIELDS = (
     "iteration", "fault", "target_rank", "reason", "code", "error", "signal", "path",
-    "local_rank", "exitcode", "pids", "seconds", "flagged", "state",
+    "local_rank", "exitcode", "pids", "seconds", "flagged", "state", "scores", "diagnosis", "target_node", "agent",
+    "heartbeat", "calculated",
 )
 
 
@@ -88,6 +91,29 @@ class Metrics:
     time_to_recover_s: float | None = None
     resumed_from_step: int | None = None
     lost_steps: int | None = None
+    time_to_detect_last_s: float | None = None
+    faults_injected: int = 0
+    checkpoints_rejected: int = 0
+    preemption_saved: bool | None = None
+    """None without a sigterm fault; else whether rank 0 sealed a checkpoint within its grace period."""
+    grace_killed: bool | None = None
+    """None without a sigterm fault; else whether the runner SIGKILLed after it."""
+    steps_during_async_save: int = 0
+    exit_reason: str | None = None
+    saved_at_exit: bool | None = None
+    stragglers_flagged: list[int] | None = None
+    """None when no straggler report was made (so "flags nobody" needs reports to hold)."""
+    reports_to_flag: int | None = None
+    inprocess_restarts: int | None = None
+    """None when the run did not use NVRx's in-process Wrapper."""
+    trainer_exit_codes: list[int | None] | None = None
+    """Per launch, rank 0's last exit code (16/17: the rerun state machine); None in a launch it wrote none."""
+    rerun_diagnosis: str | None = None
+    """The last diagnosis of the rerun state machine's `rerun` events."""
+    world_size_after: int | None = None
+    """The world size the ranks of the last restart round started with."""
+    nodes_after: list[str] | None = None
+    """The node identities of the last restart round's ranks, sorted."""
 
 
 def load_run(run_dir: str | Path) -> tuple[Timeline, Metrics]:
@@ -102,7 +128,8 @@ def build_timeline(events: Iterable[Event]) -> Timeline:
     marks = tuple(_mark(e, start) for e in ordered if _is_notable(e))
     steps = tuple(_step(e, start) for e in ordered if e["event"] == "step" and e["rank"] == 0)
     first_start = next((e for e in ordered if e["event"] == "run_start"), {})
-    return Timeline(start, marks, steps, dict(first_start.get("versions") or {}))
+    platform = {k: first_start[k] for k in ("device", "backend") if k in first_start}
+    return Timeline(start, marks, steps, {**(first_start.get("versions") or {}), **platform})
 
 
 def compute_metrics(events: Iterable[Event]) -> Metrics:
@@ -121,8 +148,93 @@ def compute_metrics(events: Iterable[Event]) -> Metrics:
         checkpoints_saved=tuple(e["iteration"] for e in ordered if _on_rank0(e, "checkpoint_save_end")),
         checkpoints_corrupt=tuple(dict.fromkeys(e["path"] for e in ordered if e["event"] == "checkpoint_corrupt")),
         attempt_starts=_attempt_starts(ordered),
+        faults_injected=sum(1 for e in ordered if e["event"] == "fault_injected"),
+        checkpoints_rejected=sum(1 for e in ordered if _on_rank0(e, "checkpoint_corrupt")),
+        **_preemption_metrics(ordered),
+        steps_during_async_save=_steps_during_async_saves(ordered),
+        **_exit_metrics(ordered),
+        inprocess_restarts=max((e["inprocess_iteration"] for e in ordered if _on_rank0(e, "inprocess_start")), default=None),
+        trainer_exit_codes=_trainer_exit_codes(ordered),
+        rerun_diagnosis=next((e["diagnosis"] for e in reversed(ordered) if e["event"] == "rerun" and e.get("diagnosis")), None),
+        **_straggler_metrics(ordered),
+        **_last_round(ordered),
+        time_to_detect_last_s=_detect_last(ordered),
         **(_fault_metrics(ordered, fault_at) if fault_at is not None else {}),
     )
+
+
+def _last_round(events: list[Event]) -> dict[str, Any]:
+    """Who the last restart round ran on: its world size and its ranks' nodes (a lost node, a spare's arrival)."""
+    starts = [e for e in events if e["event"] == "run_start" and e["rank"] >= 0]
+    if not starts:
+        return {}
+    last = max(e["attempt"] for e in starts)
+    final = [e for e in starts if e["attempt"] == last]
+    nodes = sorted({e["node"] for e in final if "node" in e})
+    return {"world_size_after": final[0].get("world_size"), "nodes_after": nodes or None}
+
+
+def _steps_during_async_saves(events: list[Event]) -> int:
+    """Rank-0 steps that completed while an async save was in flight: the overlap async saving buys."""
+    open_since: dict[int, float] = {}
+    windows = []
+    for e in events:
+        if e["rank"] != 0 or not e.get("async"):
+            continue
+        if e["event"] == "checkpoint_save_begin":
+            open_since[e["iteration"]] = e["mono"]
+        elif e["event"] == "checkpoint_save_end" and e["iteration"] in open_since:
+            windows.append((open_since.pop(e["iteration"]), e["mono"]))
+    return sum(1 for e in events if _on_rank0(e, "step") and any(a < e["mono"] < b for a, b in windows))
+
+
+def _exit_metrics(events: list[Event]) -> dict[str, Any]:
+    """Rank 0's last exit: its reason, and whether a checkpoint of its step was sealed before it."""
+    last = next((e for e in reversed(events) if _on_rank0(e, "exit")), None)
+    if last is None:
+        return {}
+    saved = [e["iteration"] for e in events if _on_rank0(e, "checkpoint_save_end") and e["mono"] <= last["mono"]]
+    return {"exit_reason": last.get("reason"), "saved_at_exit": bool(saved) and saved[-1] == last.get("iteration")}
+
+
+def _trainer_exit_codes(events: list[Event]) -> list[int | None] | None:
+    """Per launch (a runner `launch` event starts one), rank 0's last exit code; None where it wrote none."""
+    launches: list[int | None] = []
+    for e in events:
+        if e["event"] == "launch" and e["rank"] < 0:
+            launches.append(None)
+        elif _on_rank0(e, "exit"):
+            if not launches:  # a bare trainer run: no runner, one launch
+                launches.append(None)
+            launches[-1] = e.get("code")
+    return launches or None
+
+
+def _straggler_metrics(events: list[Event]) -> dict[str, Any]:
+    """Ranks flagged by any straggler report, and how many reports after the first fault it took to flag its rank."""
+    reports = [e for e in events if e["event"] == "straggler_report"]
+    if not reports:
+        return {}
+    flagged = sorted({r for e in reports for r in e.get("flagged", ())})
+    fault = next((e for e in events if e["event"] == "fault_injected"), None)
+    if fault is None:
+        return {"stragglers_flagged": flagged}
+    after = [e for e in reports if e["mono"] > fault["mono"]]
+    hit = next((i for i, e in enumerate(after, 1) if fault.get("target_rank") in e.get("flagged", ())), None)
+    return {"stragglers_flagged": flagged, "reports_to_flag": hit}
+
+
+def _preemption_metrics(events: list[Event]) -> dict[str, Any]:
+    """Around the first SIGTERM the runner sent: a checkpoint sealed inside the grace, and a SIGKILL after it."""
+    term = next((e for e in events if e["event"] == "fault_injected" and e.get("fault") == "sigterm"), None)
+    if term is None:
+        return {}
+    end = term["mono"] + term["grace_s"]
+    saved = any(_on_rank0(e, "checkpoint_save_end") and term["mono"] < e["mono"] <= end for e in events)
+    killed = any(
+        e["event"] == "signal_sent" and e["signal"] == "SIGKILL" and e["mono"] > term["mono"] for e in events
+    )
+    return {"preemption_saved": saved, "grace_killed": killed}
 
 
 def final_lineage(events: Iterable[Event]) -> dict[int, Event]:
@@ -212,6 +324,12 @@ def _fault_metrics(events: list[Event], at: int) -> dict[str, Any]:
     }
 
 
+def _detect_last(events: list[Event]) -> float | None:
+    """time_to_detect of the last fault (with several faults, e.g. a hang again after learned timeouts)."""
+    at = max((i for i, e in enumerate(events) if e["event"] == "fault_injected"), default=None)
+    return None if at is None else _fault_metrics(events, at)["time_to_detect_s"]
+
+
 def _is_detection(e: Event, fault_rank: int) -> bool:
     """The launcher or the trainer acted on the fault (docs: time_to_detect)."""
     name = e["event"]
@@ -225,8 +343,9 @@ def _is_detection(e: Event, fault_rank: int) -> bool:
 
 
 def _resumed_from(later: list[Event]) -> int | None:
-    """The step a later attempt restarted from: its checkpoint load, or 0 when it stepped without one."""
+    """The step a later attempt restarted from: its checkpoint load, or the step before its first step when
+    it loaded none (0 for this trainer; a `command` resuming on its own shows it only in its step numbers)."""
     first = next((e for e in later if e["event"] in ("checkpoint_load", "step")), None)
     if first is None:
         return None
-    return first["iteration"] if first["event"] == "checkpoint_load" else 0
+    return first["iteration"] if first["event"] == "checkpoint_load" else first["iteration"] - 1

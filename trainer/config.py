@@ -44,6 +44,8 @@ class ModelConfig:
     init_method_std: float = 0.02
     bf16: bool = False
     """Autocast to bfloat16 (GPU recipes)."""
+    deterministic_mode: bool = True
+    """Deterministic kernels on GPU (math attention, deterministic cuBLAS), so a resumed run is bit-identical."""
 
     def __post_init__(self) -> None:
         for key in ("num_layers", "hidden_size", "num_attention_heads", "seq_length", "vocab_size"):
@@ -165,6 +167,17 @@ class NVRxStragglerDetectionConfig:
     enable_logging: bool = True
     profiling_interval: int = 1
 
+    def __post_init__(self) -> None:
+        if self.report_time_interval <= 0:
+            raise ConfigError(f"nvrx_straggler.report_time_interval: must be > 0 seconds, got {self.report_time_interval}")
+        for key in ("gpu_relative_perf_threshold", "gpu_individual_perf_threshold"):
+            if not 0 < getattr(self, key) <= 1:
+                raise ConfigError(f"nvrx_straggler.{key}: a score threshold in (0, 1], got {getattr(self, key)}")
+        if self.profiling_interval < 1:
+            raise ConfigError(f"nvrx_straggler.profiling_interval: must be >= 1, got {self.profiling_interval}")
+        if self.enabled and not (self.calc_relative_gpu_perf or self.calc_individual_gpu_perf):
+            raise ConfigError("nvrx_straggler: enabled with no score to compute; set calc_relative_gpu_perf or calc_individual_gpu_perf")
+
 
 @dataclass(kw_only=True)
 class RerunStateMachineConfig:
@@ -174,6 +187,13 @@ class RerunStateMachineConfig:
     check_for_nan_in_loss: bool = True
     check_for_spiky_loss: bool = False
     spiky_loss_factor: float = 10.0
+    max_same_node_reruns: int = 2
+    """Not Megatron's: how often a rerun from checkpoint may land on the suspicious node again (exit 16
+    each time) before the run exits 17 with diagnosis same_node_loop (Megatron-LM issue #5281)."""
+
+    def __post_init__(self) -> None:
+        if self.max_same_node_reruns < 0:
+            raise ConfigError(f"rerun_state_machine.max_same_node_reruns: must be >= 0, got {self.max_same_node_reruns}")
 
 
 @dataclass(kw_only=True)
@@ -192,6 +212,31 @@ class InProcessRestartConfig:
     last_call_wait: float = 1.0
     termination_grace_time: float = 1.0
     granularity: Literal["node", "rank"] = "node"
+
+    def __post_init__(self) -> None:
+        """NVRx's Wrapper asserts these orderings with a bare AssertionError; say which value to change."""
+        if self.max_iterations is not None and self.max_iterations < 1:
+            raise ConfigError(f"inprocess_restart.max_iterations: must be >= 1 or null, got {self.max_iterations}")
+        for shorter, longer in INPROCESS_ORDER:
+            a, b = getattr(self, shorter), getattr(self, longer)
+            if not a < b:
+                raise ConfigError(
+                    f"inprocess_restart.{shorter} ({a:g}) must be < inprocess_restart.{longer} ({b:g}); "
+                    f"lower {shorter} or raise {longer}"
+                )
+
+
+INPROCESS_ORDER = (
+    ("soft_timeout", "hard_timeout"),
+    ("hard_timeout", "barrier_timeout"),
+    ("heartbeat_interval", "heartbeat_timeout"),
+    ("heartbeat_timeout", "barrier_timeout"),
+    ("monitor_process_interval", "heartbeat_timeout"),
+    ("monitor_process_interval", "soft_timeout"),
+    ("monitor_thread_interval", "soft_timeout"),
+    ("progress_watchdog_interval", "soft_timeout"),
+)
+"""Pairs that must hold `first < second`: the orderings NVRx's inprocess.Wrapper requires."""
 
 
 @dataclass(kw_only=True)
@@ -239,6 +284,11 @@ class TrainerConfig:
             raise ConfigError(
                 f"scheduler.lr_warmup_iters ({s.lr_warmup_iters}) must be < scheduler.lr_decay_iters "
                 f"({decay}); lower the warm-up or raise lr_decay_iters"
+            )
+        if t.global_batch_size is not None and t.global_batch_size % t.micro_batch_size:
+            raise ConfigError(
+                f"train.global_batch_size ({t.global_batch_size}) must be a multiple of "
+                f"train.micro_batch_size ({t.micro_batch_size})"
             )
         if c.save_interval is not None and c.save_interval < 1:
             raise ConfigError(f"checkpoint.save_interval: must be >= 1, got {c.save_interval}")

@@ -20,9 +20,14 @@ from typing import Any
 SCHEMA_VERSION = 1
 
 
+ATTEMPT_BASE_VAR = "CHAOS_ATTEMPT_BASE"
+"""Restart rounds of earlier launches of the same run folder (set by the runner when it relaunches a job)."""
+
+
 def current_attempt() -> int:
-    """The launcher's restart count (torchrun/ft_launcher set it); 0 for a plain process."""
-    return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    """The restart round: the launcher's restart count (torchrun/ft_launcher set it; 0 for a plain process),
+    numbered on from earlier launches of the same run folder, so a relaunched job never reuses an attempt."""
+    return int(os.environ.get(ATTEMPT_BASE_VAR, "0")) + int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
 
 
 def node_id() -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import sys
 import traceback
+from typing import TYPE_CHECKING
 
 import torch.distributed as dist
 
@@ -14,25 +15,42 @@ from trainer.distributed import DistEnv, init_distributed
 from trainer.events import EventLog
 from trainer.loop import Trainer, versions
 from trainer.resiliency.ft import FaultTolerance
+from trainer.resiliency.preemption import Preemption
+from trainer.resiliency.rerun import RerunExit, RerunStateMachine
+
+if TYPE_CHECKING:
+    from trainer.resiliency.inprocess import InProcessIteration
 
 
 def build_components(cfg: TrainerConfig, env: DistEnv, events: EventLog) -> list[Component]:
     """The resiliency components this config arms; a disabled feature adds nothing."""
     components: list[Component] = []
     if cfg.ft.enable_ft_package or cfg.ft.simulate_fault:
-        components.append(FaultTolerance(cfg.ft, events, env.world_size, cfg.rng.seed))
+        components.append(FaultTolerance(cfg.ft, events, env.world_size, cfg.rng.seed, cfg.checkpoint.save))
+    if cfg.train.exit_signal_handler:
+        components.append(Preemption(cfg.train.exit_signal, events))
+    if RerunStateMachine.armed(cfg.rerun_state_machine):
+        components.append(RerunStateMachine(cfg.rerun_state_machine, env, events, cfg.rng.seed))
+    if cfg.nvrx_straggler.enabled:
+        from trainer.resiliency.straggler import StragglerDetection
+
+        components.append(StragglerDetection(cfg.nvrx_straggler, events))
     if cfg.fault_injection.plan:
         from chaos.injector import FaultInjector
 
-        components.append(FaultInjector.from_plan_file(cfg.fault_injection.plan, events))
+        components.append(FaultInjector.from_plan_file(cfg.fault_injection.plan, events, cfg.checkpoint.save))
     return components
 
 
 class TrainingSession:
-    def __init__(self, cfg: TrainerConfig):
-        self.cfg = cfg
-        self.env = init_distributed(cfg.dist)
-        self.events = EventLog(cfg.logger.run_dir, f"rank-{self.env.rank}", self.env.rank)
+    def __init__(self, cfg: TrainerConfig, inprocess: InProcessIteration | None = None):
+        """``inprocess``: this session is one iteration of NVRx's in-process Wrapper: its process group
+        rendezvous on the iteration's store, its events carry the iteration as ``attempt``, and errors
+        propagate to the Wrapper (which restarts the function) instead of ending the process."""
+        self.cfg, self.inprocess = cfg, inprocess
+        self.env = init_distributed(cfg.dist, None if inprocess is None else inprocess.store)
+        attempt = None if inprocess is None else inprocess.iteration
+        self.events = EventLog(cfg.logger.run_dir, f"rank-{self.env.rank}", self.env.rank, attempt)
         self.events.emit(
             "run_start", config_digest=cfg.digest(), world_size=self.env.world_size, backend=self.env.backend,
             device=str(self.env.device), launcher=self.env.launcher, train_iters=cfg.train.train_iters,
@@ -53,7 +71,13 @@ class TrainingSession:
             print(f"trainer: error: {e}", file=sys.stderr)
             self.events.emit("exit", reason="error", code=2, iteration=self._iteration(), error=str(e))
             return 2
+        except RerunExit as e:
+            print(f"trainer: rerun state machine: exit {e.code} ({e.diagnosis}): {e}", file=sys.stderr)
+            self.events.emit("exit", reason="rerun", code=e.code, iteration=self._iteration(), diagnosis=e.diagnosis, error=str(e))
+            return e.code
         except Exception as e:
+            if self.inprocess is not None:
+                raise
             traceback.print_exc()
             self.events.emit("exit", reason="error", code=1, iteration=self._iteration(), error=f"{type(e).__name__}: {e}")
             return 1
