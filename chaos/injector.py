@@ -125,7 +125,8 @@ class FaultInjector(Component):
         for fault in self._of_type("collective_hang"):
             if fault.at_step == self._step:
                 self._emit(fault, self._step, f"inside the gradient all-reduce (bucket {bucket.index()})")
-                threading.Event().wait()  # never set: the rank stops inside the collective, alive and silent
+                while True:  # the rank stops inside the collective, alive and silent; in Python, not in a
+                    time.sleep(0.05)  # C wait, so NVRx's in-process restart can unwind it (an async raise)
         return allreduce_hook(state, bucket)
 
     def state_dict(self) -> dict[str, Any]:

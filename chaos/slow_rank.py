@@ -66,6 +66,9 @@ class GpuContention:
         self._thread.start()
 
     def _run(self) -> None:
+        # The current device is per thread and starts at cuda:0: without this the contention lands on
+        # rank 0's GPU (seen on 2xH200: rank 0 slowed, rank 1 not).
+        torch.cuda.set_device(self.device)
         stream = torch.cuda.Stream(device=self.device)
         with torch.cuda.stream(stream):
             # torch.full, not randn: drawing would move the device's RNG, which the training run owns.

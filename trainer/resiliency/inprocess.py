@@ -97,6 +97,8 @@ def build_wrapper(cfg: TrainerConfig, world_size: int, master_port: int) -> obje
 def run_inprocess(cfg: TrainerConfig) -> int:
     """Train under NVRx's in-process Wrapper (launched by torchrun); returns the process exit code."""
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "error")
+    # An aborted NCCL communicator must surface as a Python error the Wrapper can catch, not a crash.
+    os.environ.setdefault("TORCH_NCCL_RETHROW_CUDA_ERRORS", "0")
     master_port, world_size = int(os.environ["MASTER_PORT"]), int(os.environ["WORLD_SIZE"])
     coordination = dist.TCPStore(
         host_name=os.environ["MASTER_ADDR"], port=master_port + 1, world_size=world_size,

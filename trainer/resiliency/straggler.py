@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 
 CPU_SECTION = "forward"
 """The section timed on CPU: the model's forward pass (the rank's own compute, no collective inside)."""
-GPU_SECTION = "step"
+GPU_SECTION = "forward"
 STOP_REASON = "straggler_detected"
 
 
@@ -152,25 +152,37 @@ class CpuReporter:
 
 
 class GpuReporter:
-    """NVRx's Detector (CUPTI kernel timings) around each step."""
+    """NVRx's Detector (CUPTI kernel timings) around each forward pass.
 
-    def __init__(self, cfg: NVRxStragglerDetectionConfig, node: str):
+    Not around the whole step: its NCCL all-reduce kernels wait for the slowest rank, so on the healthy
+    ranks they run longest and the healthy ranks score worst (seen on 2xH200 with rank 1 contended).
+    """
+
+    def __init__(self, cfg: NVRxStragglerDetectionConfig, model: torch.nn.Module, node: str):
         self.detector = nvrx_compat.straggler().Detector
         self.detector.initialize(
             scores_to_compute=scores_to_compute(cfg), gather_on_rank0=True,
             profiling_interval=cfg.profiling_interval, report_time_interval=cfg.report_time_interval,
             node_name=node,
         )
+        self._open = contextlib.ExitStack()
+        self._handles = [
+            model.register_forward_pre_hook(lambda *_: self._open.enter_context(self._section()), prepend=True),
+            model.register_forward_hook(lambda *_: self._open.close()),
+        ]
+
+    def _section(self) -> contextlib.AbstractContextManager[None]:
+        return self.detector.detection_section(GPU_SECTION, profile_cuda=True)
 
     def report(self) -> Any:
         return self.detector.generate_report()
 
     def section(self, name: str) -> contextlib.AbstractContextManager[None]:
-        if name != GPU_SECTION:
-            return contextlib.nullcontext()
-        return self.detector.detection_section(GPU_SECTION, profile_cuda=True)
+        return contextlib.nullcontext()
 
     def close(self) -> None:
+        for handle in self._handles:
+            handle.remove()
         self.detector.shutdown()
 
 
@@ -190,7 +202,7 @@ class StragglerDetection(Component):
     def on_train_start(self, trainer: Trainer, start_iteration: int) -> None:
         self.device = trainer.env.device
         if self.device.type == "cuda":
-            self.reporter = GpuReporter(self.cfg, self.events.node)
+            self.reporter = GpuReporter(self.cfg, trainer.model, self.events.node)
         else:
             self.reporter = CpuReporter(self.cfg, trainer.model, self.events.node)
         self._last_report = time.monotonic()
