@@ -1,0 +1,1 @@
+"""Benchmarks of the resiliency stack under the chaos harness: `python -m benchmarks` (docs/performance.md)."""

@@ -1,0 +1,71 @@
+"""`python -m benchmarks [--quick] [--suite] [--reps N] [--worlds 1,2,4] [--out DIR]`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from benchmarks import report, sections
+from benchmarks.runs import PointRunner
+
+SECTION_ORDER = ("recovery", "overhead", "lost_work", "detection", "scale")
+"""The sections with the most distinct setups first, so a setup that fails shows within minutes."""
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m benchmarks", description="Detection, recovery, lost work and overhead, side by side.")
+    p.add_argument("--out", type=Path, default=Path("chaos-runs/bench"), help="output folder (default: %(default)s)")
+    p.add_argument("--reps", type=int, default=1, help="runs per point; tables show medians (default: %(default)s)")
+    p.add_argument("--quick", action="store_true", help="a smoke subset (3 runs), for the unit test")
+    p.add_argument("--suite", action="store_true", help="also time the functional suite, serial and -n 2 (long)")
+    p.add_argument("--sections", default=",".join(SECTION_ORDER), help="which sections to run (default: %(default)s)")
+    p.add_argument("--worlds", default=None, help="world sizes of the scale section, e.g. 1,2,4,8 (default: 1,2,4)")
+    args = p.parse_args(argv)
+    if args.reps < 1:
+        p.error("--reps must be at least 1")
+    unknown = set(args.sections.split(",")) - set(SECTION_ORDER)
+    if unknown:
+        p.error(f"--sections: unknown {sorted(unknown)}; known: {', '.join(SECTION_ORDER)}")
+    return args
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    grid = sections.Grid.quick() if args.quick else sections.Grid()
+    if args.worlds:
+        grid = replace(grid, worlds=tuple(int(w) for w in args.worlds.split(",")))
+    runner = PointRunner(out / "runs", args.reps)
+    start = time.monotonic()
+    results: dict[str, Any] = {"reps": args.reps, "quick": args.quick, "sections": {}}
+    for name in (n for n in SECTION_ORDER if n in args.sections.split(",")):
+        results["sections"][name] = getattr(sections, name)(runner, grid)
+        write_outputs(out, results, start)
+    if args.suite:
+        results["sections"]["suite"] = sections.suite(out)
+        write_outputs(out, results, start)
+    print(f"bench: {results['seconds']:.0f} s; wrote {out / 'results.md'}, results.json, results.png")
+    return results
+
+
+def write_outputs(out: Path, results: dict[str, Any], start: float) -> None:
+    """Rewritten after every section, so a long run that is stopped still leaves what it measured."""
+    results["seconds"] = time.monotonic() - start
+    results["machine"] = report.machine()
+    report.write_json(out / "results.json", results)
+    report.write_markdown(out / "results.md", results)
+    report.plot(out / "results.png", results["sections"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    sys.stdout.reconfigure(line_buffering=True)  # one progress line per run, also when logged to a file
+    run(parse_args(sys.argv[1:] if argv is None else argv))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

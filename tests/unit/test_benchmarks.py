@@ -1,0 +1,63 @@
+"""Benchmark quantities from hand-built events, and the shape (never the timings) of the quick benchmark."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import measure
+from benchmarks.report import markdown_table
+from chaos.scenario import parse_scenario
+from chaos.timeline import compute_metrics
+
+
+def ev(event: str, mono: float, rank: int = 0, attempt: int = 0, **fields) -> dict:
+    return {"event": event, "mono": mono, "rank": rank, "attempt": attempt, "pid": 1, "node": "n", "wall": mono, **fields}
+
+
+def rank_killed_story() -> list[dict]:
+    """Rank 1 killed before step 7 (rank 0's events only, plus the runner's); resumed from step 5."""
+    steps = [ev("step", 101.0 + 0.1 * (i - 1), iteration=i, loss=1.0, step_time=0.1) for i in range(1, 7)]
+    return [
+        ev("launch", 100.0, rank=-1), ev("run_start", 100.5), *steps,
+        ev("fault_injected", 101.7, rank=1, fault="rank_killed", target_rank=1, iteration=7),
+        ev("worker_failed", 102.0, rank=-1, local_rank=1, exitcode=-9),
+        ev("restart", 102.1, rank=-1, attempt=1, attempts_left=2),
+        ev("run_start", 103.0, attempt=1),
+        ev("checkpoint_load", 103.2, attempt=1, iteration=5, path="ckpt/iter_5", seconds=0.15),
+        ev("step", 103.5, attempt=1, iteration=6, loss=1.0, step_time=0.1),
+        ev("launcher_exit", 105.5, rank=-1, attempt=1, code=0),
+    ]
+
+
+def test_recovery_breakdown_splits_time_to_recover_at_the_events():
+    events = rank_killed_story()
+    parts = measure.recovery_breakdown(events, compute_metrics(events))
+    assert parts is not None
+    assert parts.detect == pytest.approx(0.3)  # fault 101.7 → worker_failed 102.0
+    assert parts.teardown == pytest.approx(0.1)  # → restart 102.1
+    assert parts.rendezvous_import == pytest.approx(0.9)  # → run_start 103.0
+    assert parts.build == pytest.approx(0.05)  # → load begins 103.05 (ends 103.2 after 0.15 s)
+    assert parts.checkpoint_load == pytest.approx(0.15)
+    assert parts.first_step == pytest.approx(0.3)  # → first step 103.5
+    assert parts.total == pytest.approx(compute_metrics(events).time_to_recover_s)
+
+
+def test_start_cost_and_recomputed_time():
+    events = rank_killed_story()
+    cost = measure.start_cost(events)
+    assert cost is not None
+    assert (cost.launch_to_run_start, cost.run_start_to_first_step) == pytest.approx((0.5, 0.5))
+    assert measure.recomputed_seconds(events, compute_metrics(events)) == pytest.approx(0.1)  # step 5 → step 6
+
+
+def test_every_benchmark_point_is_a_valid_scenario():
+    from benchmarks import points
+
+    for data in (points.hang("heartbeat", 2, 0.5), points.hang("section", 4, 1, world=4), points.kill("torchrun", 2, True),
+                 points.exception(inprocess=True), points.exception(inprocess=False), points.steady("armed")):
+        parse_scenario(data, data["name"])
+
+
+def test_markdown_table_shows_missing_values_as_dashes():
+    table = markdown_table([{"a": 1.23456, "b": None}, {"a": 250.4, "c": "x"}])
+    assert table.splitlines() == ["| a | b | c |", "|---|---|---|", "| 1.23 | - | - |", "| 250 | - | x |"]
