@@ -35,7 +35,7 @@ from trainer.events import EventLog
 STEP_FAULT_SIGNALS = {"sigterm": signal.SIGTERM, "sigkill": signal.SIGKILL, "sigstop": signal.SIGSTOP}
 
 
-def _proc_environ(pid: int) -> dict[str, str]:
+def proc_environ(pid: int) -> dict[str, str]:
     try:
         raw = Path(f"/proc/{pid}/environ").read_bytes()
     except OSError:
@@ -67,7 +67,7 @@ def worker_pids(run_id: str, ranks: list[int] | None = None) -> list[int]:
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or not alive(pid := int(entry.name)):
             continue
-        env = _proc_environ(pid)
+        env = proc_environ(pid)
         if env.get(RUN_ID_VAR) == run_id and env.get("RANK", "").isdigit():
             workers[pid] = int(env["RANK"])
     chosen = {pid: rank for pid, rank in workers.items() if ranks is None or rank in ranks}
@@ -77,7 +77,7 @@ def worker_pids(run_id: str, ranks: list[int] | None = None) -> list[int]:
 def launcher_pid(run_id: str) -> int | None:
     """The launcher: the process of the run that leads its own session (the runner started it so)."""
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and alive(pid := int(entry.name)) and _proc_environ(pid).get(RUN_ID_VAR) == run_id:
+        if entry.name.isdigit() and alive(pid := int(entry.name)) and proc_environ(pid).get(RUN_ID_VAR) == run_id:
             with contextlib.suppress(OSError):
                 if os.getsid(pid) == pid:
                     return pid
@@ -162,7 +162,7 @@ class LogSteps:
 
 
 @dataclass
-class _Armed:
+class ArmedFault:
     """A planned signal fault and where it is in its life: waiting, fired, (for grace/duty) follow-ups."""
 
     fault: PlannedFault
@@ -179,7 +179,7 @@ class ExternalFaults:
 
     def __init__(self, faults: list[PlannedFault], events: EventLog, run_id: str, steps: EventSteps | LogSteps):
         self.events, self.run_id, self.steps = events, run_id, steps
-        self.armed = [_Armed(f) for f in faults if f.type in SIGNAL_FAULTS]
+        self.armed = [ArmedFault(f) for f in faults if f.type in SIGNAL_FAULTS]
         self.last_step: dict[int, int] = {}
         self.attempt_since: dict[int, float] = {}
 
@@ -209,7 +209,7 @@ class ExternalFaults:
             return worker_pids(self.run_id)
         return worker_pids(self.run_id, fault.options.get("ranks") or [fault.rank])
 
-    def _fire(self, armed: _Armed, now: float) -> None:
+    def _fire(self, armed: ArmedFault, now: float) -> None:
         fault = armed.fault
         armed.fired_at, armed.pids = now, self._targets(fault)
         self.events.emit(
@@ -224,7 +224,7 @@ class ExternalFaults:
         if fault.type == "sigterm":
             armed.next_at = now + fault.options["grace_s"]
 
-    def _follow_up(self, armed: _Armed, now: float) -> None:
+    def _follow_up(self, armed: ArmedFault, now: float) -> None:
         if armed.fault.type == "duty_cycle":
             self._duty(armed, now)
             return
@@ -234,7 +234,7 @@ class ExternalFaults:
             survivors = [pid for pid in _session_pids(self.run_id, survivors[0])]
         self._send(survivors, signal.SIGKILL)
 
-    def _duty(self, armed: _Armed, now: float) -> None:
+    def _duty(self, armed: ArmedFault, now: float) -> None:
         opts = armed.fault.options
         if armed.stopped:
             self._send(armed.pids, signal.SIGCONT)
@@ -266,7 +266,7 @@ def _session_pids(run_id: str, leader: int) -> list[int]:
     """Every live process of the run in the launcher's session: the launcher and what it started."""
     found = []
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and alive(pid := int(entry.name)) and _proc_environ(pid).get(RUN_ID_VAR) == run_id:
+        if entry.name.isdigit() and alive(pid := int(entry.name)) and proc_environ(pid).get(RUN_ID_VAR) == run_id:
             with contextlib.suppress(OSError):
                 if os.getsid(pid) == leader:
                     found.append(pid)

@@ -87,7 +87,7 @@ def _kill_all(pgid: int, run_id: str) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-def _stop_group(pgid: int, run_id: str, grace_s: float = 3.0) -> None:
+def stop_group(pgid: int, run_id: str, grace_s: float = 3.0) -> None:
     """SIGCONT (stopped ranks can't die of SIGTERM) and SIGTERM, a grace period, then SIGKILL everything."""
     for sig in (signal.SIGCONT, signal.SIGTERM):
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -122,7 +122,7 @@ class Launch:
                 self._watch(proc, start, result)
             except BaseException:
                 result.interrupted = True
-                _stop_group(proc.pid, spec.run_id)
+                stop_group(proc.pid, spec.run_id)
                 raise
             finally:
                 proc.wait()
@@ -139,7 +139,7 @@ class Launch:
             if time.monotonic() - start > self.spec.deadline_s:
                 result.timed_out = True
                 self.events.emit("deadline", seconds=self.spec.deadline_s)
-                _stop_group(proc.pid, self.spec.run_id)
+                stop_group(proc.pid, self.spec.run_id)
                 return
             self.on_tick()
             time.sleep(0.1)

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from chaos.external import EventSteps, ExternalFaults, _Armed, _proc_environ, alive
-from chaos.launch import RUN_ID_VAR, LaunchResult, _stop_group, classify, marked_pids
+from chaos.external import ArmedFault, EventSteps, ExternalFaults, alive, proc_environ
+from chaos.launch import RUN_ID_VAR, LaunchResult, classify, marked_pids, stop_group
 from chaos.plan import PlannedFault
 from chaos.scenario import NODE_FAULTS
 from trainer.events import ATTEMPT_BASE_VAR, EventLog
@@ -57,7 +57,7 @@ def node_pids(run_id: str, node: str, ranks_only: bool = False) -> list[int]:
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or not alive(pid := int(entry.name)):
             continue
-        env = _proc_environ(pid)
+        env = proc_environ(pid)
         if env.get(RUN_ID_VAR) == run_id and env.get(NODE_VAR) == node and (not ranks_only or env.get("RANK", "").isdigit()):
             found.append(pid)
     return sorted(found)
@@ -166,7 +166,7 @@ class Cluster:
 
     def _stop_all(self) -> None:
         for agent in self.agents:
-            _stop_group(agent.proc.pid, self.spec.run_id)
+            stop_group(agent.proc.pid, self.spec.run_id)
 
     def _read(self, agent: Agent, log: IO[bytes]) -> None:
         with log:
@@ -203,7 +203,7 @@ class NodeFaults(ExternalFaults):
 
     def __init__(self, faults: list[PlannedFault], events: EventLog, cluster: Cluster, spares: int):
         super().__init__([], events, cluster.spec.run_id, EventSteps(cluster.spec.run_dir))
-        self.armed = [_Armed(f) for f in faults if f.type in NODE_FAULTS]
+        self.armed = [ArmedFault(f) for f in faults if f.type in NODE_FAULTS]
         self.cluster, self.spares = cluster, spares
         losses = [f.attempt for f in faults if f.type in ("node_killed", "node_hung")]
         # A spare first starts workers in the round after the first loss; its own restart count is 0 there.
@@ -217,7 +217,7 @@ class NodeFaults(ExternalFaults):
                 self.cluster.start(node_name(i), self.spare_base)
             self.spares = 0
 
-    def _fire(self, armed: _Armed, now: float) -> None:
+    def _fire(self, armed: ArmedFault, now: float) -> None:
         fault = armed.fault
         node = node_name(fault.options["node"])
         armed.fired_at = now

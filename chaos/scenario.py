@@ -581,8 +581,18 @@ class Scenario(_Strict):
 
 def _yaml_scalar(value: Any) -> str:
     """`value` as YAML that reads back as the same value: the string '5' stays a string, 1e-05 a float."""
-    text = yaml.safe_dump(value, width=math.inf)  # escapes non-ASCII: a raw NEL would read back as a space
+    # The trainer reads an unquoted number-like word (1e-3, 0E0) as a number: quote such strings.
+    style = "'" if isinstance(value, str) and _is_number_word(value) else None
+    text = yaml.safe_dump(value, width=math.inf, default_style=style)  # escapes non-ASCII (a raw NEL would read back as a space)
     return text.removesuffix("\n...\n").removesuffix("\n")
+
+
+def _is_number_word(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 # The errors that say what was expected; every other pydantic message is reworded from "Input should ...".
