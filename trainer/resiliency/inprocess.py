@@ -21,6 +21,7 @@ import socket
 import traceback
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -90,8 +91,16 @@ def build_wrapper(cfg: TrainerConfig, world_size: int, master_port: int) -> obje
         abort=inprocess.Compose(inprocess.abort.AbortTorchDistributed(), AbortEvent(cfg.logger.run_dir)),
         health_check=inprocess.Compose(*health) if health else None,
         rank_assignment=rank_assignment(ipr, world_size),
+        monitor_process_logfile=monitor_log(cfg.logger.run_dir),
         **timeouts(ipr),
     )
+
+
+def monitor_log(run_dir: str | None) -> str | None:
+    """Each rank's NVRx monitor process log in the run folder (it decides terminations: keep its reasons)."""
+    if run_dir is None:
+        return None
+    return str(Path(run_dir).resolve() / f"inprocess-monitor-rank-{os.environ.get('RANK', '0')}.log")
 
 
 def run_inprocess(cfg: TrainerConfig) -> int:
