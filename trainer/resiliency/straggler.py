@@ -41,9 +41,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CPU_SECTION = "forward"
-"""The section timed on CPU: the model's forward pass (the rank's own compute, no collective inside)."""
-GPU_SECTION = "forward"
+SECTION = "forward"
+"""The section timed on CPU and GPU alike: the model's forward pass (the rank's own compute, no collective)."""
 STOP_REASON = "straggler_detected"
 
 
@@ -79,8 +78,8 @@ def read_report(report: Any, cfg: NVRxStragglerDetectionConfig, gpu: bool) -> Ve
     if gpu:
         relative, individual = report.gpu_relative_perf_scores, report.gpu_individual_perf_scores
     else:
-        relative = report.section_relative_perf_scores.get(CPU_SECTION, {})
-        individual = report.section_individual_perf_scores.get(CPU_SECTION, {})
+        relative = report.section_relative_perf_scores.get(SECTION, {})
+        individual = report.section_individual_perf_scores.get(SECTION, {})
     found = report.identify_stragglers(
         gpu_rel_threshold=cfg.gpu_relative_perf_threshold,
         section_rel_threshold=cfg.gpu_relative_perf_threshold,
@@ -90,9 +89,9 @@ def read_report(report: Any, cfg: NVRxStragglerDetectionConfig, gpu: bool) -> Ve
     if gpu:
         ids = found["straggler_gpus_relative"] | found["straggler_gpus_individual"]
     else:
-        ids = found["straggler_sections_relative"].get(CPU_SECTION, set()) | found[
+        ids = found["straggler_sections_relative"].get(SECTION, set()) | found[
             "straggler_sections_individual"
-        ].get(CPU_SECTION, set())
+        ].get(SECTION, set())
     return Verdict(_plain(relative), _plain(individual), sorted(s.rank for s in ids))
 
 
@@ -141,7 +140,7 @@ class CpuReporter:
 
     def report(self) -> Any:
         durations = self.timer.take()
-        sections = {CPU_SECTION: summarize(durations)} if durations else {}
+        sections = {SECTION: summarize(durations)} if durations else {}
         return self.generator.generate_report(sections, {})
 
     def section(self, name: str) -> contextlib.AbstractContextManager[None]:
@@ -172,7 +171,7 @@ class GpuReporter:
         ]
 
     def _section(self) -> contextlib.AbstractContextManager[None]:
-        return self.detector.detection_section(GPU_SECTION, profile_cuda=True)
+        return self.detector.detection_section(SECTION, profile_cuda=True)
 
     def report(self) -> Any:
         return self.detector.generate_report()
@@ -225,7 +224,7 @@ class StragglerDetection(Component):
 
     def _publish(self, verdict: Verdict, iteration: int) -> None:
         self.events.emit(
-            "straggler_report", iteration=iteration, kind="gpu" if self.device.type == "cuda" else f"section:{CPU_SECTION}",
+            "straggler_report", iteration=iteration, kind="gpu" if self.device.type == "cuda" else f"section:{SECTION}",
             scores={"relative": verdict.relative, "individual": verdict.individual}, flagged=verdict.flagged,
             thresholds={"relative": self.cfg.gpu_relative_perf_threshold, "individual": self.cfg.gpu_individual_perf_threshold},
         )
