@@ -27,20 +27,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from chaos.launch import RUN_ID_VAR, classify
+from chaos.launch import classify, marked_pids, proc_environ
 from chaos.plan import PlannedFault
 from chaos.scenario import SIGNAL_FAULTS
 from trainer.events import EventLog
 
 STEP_FAULT_SIGNALS = {"sigterm": signal.SIGTERM, "sigkill": signal.SIGKILL, "sigstop": signal.SIGSTOP}
-
-
-def proc_environ(pid: int) -> dict[str, str]:
-    try:
-        raw = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return {}
-    return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
 
 
 def _proc_status(pid: int) -> tuple[str, int] | None:
@@ -63,25 +55,21 @@ def worker_pids(run_id: str, ranks: list[int] | None = None) -> list[int]:
 
     A worker's own children inherit its RANK; only the outermost process of each rank is returned.
     """
-    workers: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or not alive(pid := int(entry.name)):
-            continue
-        env = proc_environ(pid)
-        if env.get(RUN_ID_VAR) == run_id and env.get("RANK", "").isdigit():
-            workers[pid] = int(env["RANK"])
-    chosen = {pid: rank for pid, rank in workers.items() if ranks is None or rank in ranks}
+    workers = {pid: env["RANK"] for pid in marked_pids(run_id) if (env := proc_environ(pid)).get("RANK", "").isdigit()}
+    chosen = {pid for pid, rank in workers.items() if ranks is None or int(rank) in ranks}
     return sorted(pid for pid in chosen if (_proc_status(pid) or ("", 0))[1] not in chosen)
 
 
 def launcher_pid(run_id: str) -> int | None:
     """The launcher: the process of the run that leads its own session (the runner started it so)."""
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and alive(pid := int(entry.name)) and proc_environ(pid).get(RUN_ID_VAR) == run_id:
-            with contextlib.suppress(OSError):
-                if os.getsid(pid) == pid:
-                    return pid
-    return None
+    return next((pid for pid in marked_pids(run_id) if _session_of(pid) == pid), None)
+
+
+def _session_of(pid: int) -> int | None:
+    try:
+        return os.getsid(pid)
+    except OSError:
+        return None
 
 
 class _Tail:
@@ -264,10 +252,4 @@ class ExternalFaults:
 
 def _session_pids(run_id: str, leader: int) -> list[int]:
     """Every live process of the run in the launcher's session: the launcher and what it started."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and alive(pid := int(entry.name)) and proc_environ(pid).get(RUN_ID_VAR) == run_id:
-            with contextlib.suppress(OSError):
-                if os.getsid(pid) == leader:
-                    found.append(pid)
-    return found
+    return [pid for pid in marked_pids(run_id) if _session_of(pid) == leader]

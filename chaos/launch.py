@@ -62,21 +62,33 @@ def classify(line: str) -> tuple[str, dict[str, str]] | None:
     return None
 
 
+def proc_environ(pid: int) -> dict[str, str]:
+    """A process's environment ({} once it is gone or unreadable)."""
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
+
+
+def _state(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
 def marked_pids(run_id: str) -> list[int]:
-    """Live processes whose environment carries this run's marker (workers that left the session too)."""
-    needle = f"{RUN_ID_VAR}={run_id}".encode()
+    """Live processes (zombies excluded) whose environment carries this run's marker, sorted: the one
+    lookup of a run's processes, also those that left the launcher's session."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
-        try:
-            environ = (entry / "environ").read_bytes()
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z" and needle in environ.split(b"\0"):
-            found.append(int(entry.name))
-    return found
+        pid = int(entry.name)
+        if proc_environ(pid).get(RUN_ID_VAR) == run_id and _state(pid) not in (None, "Z"):
+            found.append(pid)
+    return sorted(found)
 
 
 def _kill_all(pgid: int, run_id: str) -> None:

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from chaos.external import ArmedFault, EventSteps, ExternalFaults, alive, proc_environ
-from chaos.launch import RUN_ID_VAR, LaunchResult, classify, marked_pids, stop_group
+from chaos.external import ArmedFault, EventSteps, ExternalFaults
+from chaos.launch import RUN_ID_VAR, LaunchResult, classify, marked_pids, proc_environ, stop_group
 from chaos.plan import PlannedFault
 from chaos.scenario import NODE_FAULTS
 from trainer.events import ATTEMPT_BASE_VAR, EventLog
@@ -53,14 +53,11 @@ def agent_command(command: list[str], is_host: bool) -> list[str]:
 
 def node_pids(run_id: str, node: str, ranks_only: bool = False) -> list[int]:
     """Live processes of the run on `node` (all of them, or only the ranks: those torchelastic gave a RANK)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or not alive(pid := int(entry.name)):
-            continue
-        env = proc_environ(pid)
-        if env.get(RUN_ID_VAR) == run_id and env.get(NODE_VAR) == node and (not ranks_only or env.get("RANK", "").isdigit()):
-            found.append(pid)
-    return sorted(found)
+    envs = {pid: proc_environ(pid) for pid in marked_pids(run_id)}
+    return [
+        pid for pid, env in envs.items()
+        if env.get(NODE_VAR) == node and (not ranks_only or env.get("RANK", "").isdigit())
+    ]
 
 
 @dataclass(frozen=True)
