@@ -62,6 +62,8 @@ def gpu(session: nox.Session) -> None:
 
 
 GPU_PYTEST = (
-    "python", "-m", "pytest", "tests/functional/test_scenarios.py", "tests/gpu", "-v", "-rA",
+    # Eight scenarios at a time share the GPUs (the straggler ones take the machine alone: chaos/pytest_plugin.py);
+    # `-- -n 0` runs them one by one.
+    "python", "-m", "pytest", "tests/functional/test_scenarios.py", "tests/gpu", "-n", "8", "-v", "-rA",
     "--chaos-device=cuda", "--chaos-out=chaos-runs/gpu", "--junitxml=chaos-runs/gpu/junit.xml",
 )

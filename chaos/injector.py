@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import torch.distributed as dist
+
 from chaos.corrupt import corrupt_newest
 from chaos.loss_faults import LossFaults, is_persistent
 from chaos.plan import PlannedFault, read_plan
@@ -125,8 +127,13 @@ class FaultInjector(Component):
         for fault in self._of_type("collective_hang"):
             if fault.at_step == self._step:
                 self._emit(fault, self._step, f"inside the gradient all-reduce (bucket {bucket.index()})")
-                while True:  # the rank stops inside the collective, alive and silent; in Python, not in a
-                    time.sleep(0.05)  # C wait, so NVRx's in-process restart can unwind it (an async raise)
+                # The rank stops inside the collective, alive and silent, until its process group is
+                # aborted: then it fails as an aborted NCCL collective does. The wait is in Python, so an
+                # async raise can unwind it too; on GPU it runs in autograd's device thread, which only
+                # the abort (NVRx's in-process restart destroys the group) can reach.
+                while dist.is_initialized():
+                    time.sleep(0.05)
+                raise RuntimeError(f"collective aborted: rank {self.events.rank} hung in the all-reduce of step {self._step}")
         return allreduce_hook(state, bucket)
 
     def state_dict(self) -> dict[str, Any]:

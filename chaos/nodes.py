@@ -51,6 +51,33 @@ def agent_command(command: list[str], is_host: bool) -> list[str]:
     return [*command[:at], f"--rdzv-conf=is_host={str(is_host).lower()}", *command[at:]]
 
 
+def node_index(node: str) -> int:
+    return int(node.removeprefix("node"))
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may hand out: CUDA_VISIBLE_DEVICES when set, else every device."""
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        return [g for g in listed.split(",") if g]
+    import torch
+
+    return [str(i) for i in range(torch.cuda.device_count())]
+
+
+def gpu_blocks(gpus: list[str], per_node: int) -> list[str]:
+    """The GPUs as CUDA_VISIBLE_DEVICES values of ``per_node`` each: one block per simulated node, since
+    every node's ranks count their LOCAL_RANK (their device) from 0, as on separate hosts."""
+    return [",".join(gpus[i:i + per_node]) for i in range(0, len(gpus) - per_node + 1, per_node)]
+
+
+def node_block(index: int, blocks: int) -> int:
+    """The GPU block of node ``index``: its own where there are enough; a node beyond them (a spare) takes
+    blocks from the last one down. Active nodes always fit (a scenario needs world_size GPUs); a spare
+    only trains once a node is lost, and node 0, the rendezvous host, is never a fault target."""
+    return index if index < blocks else blocks - 1 - (index - blocks) % blocks
+
+
 def node_pids(run_id: str, node: str, ranks_only: bool = False) -> list[int]:
     """Live processes of the run on `node` (all of them, or only the ranks: those torchelastic gave a RANK)."""
     envs = {pid: proc_environ(pid) for pid in marked_pids(run_id)}
@@ -70,6 +97,8 @@ class ClusterSpec:
     deadline_s: float
     nodes: int
     cwd: Path | None = None
+    gpu_blocks: tuple[str, ...] = ()
+    """A GPU run: each node's CUDA_VISIBLE_DEVICES (``node_block`` picks a node's); empty on CPU."""
 
 
 @dataclass
@@ -102,6 +131,8 @@ class Cluster:
         """Start an agent for `node` whose workers' attempts begin at `base`."""
         spec = self.spec
         env = {**spec.env, RUN_ID_VAR: spec.run_id, NODE_VAR: node, ATTEMPT_BASE_VAR: str(base)}
+        if spec.gpu_blocks:
+            env["CUDA_VISIBLE_DEVICES"] = spec.gpu_blocks[node_block(node_index(node), len(spec.gpu_blocks))]
         log = open(spec.run_dir / f"launcher-{node}.log", "ab")  # noqa: SIM115 - closed by the reader
         proc = subprocess.Popen(
             agent_command(spec.command, is_host=node == node_name(0)), stdout=subprocess.PIPE,

@@ -8,7 +8,10 @@ Each verdict becomes a JUnit property, so ``--junitxml`` carries expected and ob
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import fcntl
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -83,6 +86,31 @@ def skip_reason(scenario, device: str | None) -> str | None:
     return None
 
 
+def slot_file(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
+    """The lock file the xdist workers of this session share (their base temp folders' parent), or None
+    without xdist: one process runs one scenario at a time."""
+    session = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    return None if session is None else tmp_path_factory.getbasetemp().parent / f"chaos-machine-{session}.lock"
+
+
+@contextlib.contextmanager
+def machine_slot(lock_path: Path | None, alone: bool) -> Iterator[None]:
+    """Share the machine with the session's other scenario runs, or (``alone``) wait until it is free.
+
+    A shared/exclusive flock on one file: under ``-n N`` a timing-judged scenario waits for the runs in
+    flight to finish, and the others wait while it runs.
+    """
+    if lock_path is None:
+        yield
+        return
+    with open(lock_path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 @pytest.fixture
 def run_scenario(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, record_property: Callable
@@ -104,13 +132,15 @@ def run_scenario(
                 reporter.write_line(line)
 
     device = request.config.getoption("chaos_device")
+    slots = slot_file(tmp_path_factory)
 
     def _run(path: Path, **kwargs):
         scenario = load_scenario(path)
         reason = skip_reason(scenario, device)
         if reason:
             pytest.skip(reason)
-        outcome = run(on_device(scenario, device), out, scenario_file=path, progress=progress, **kwargs)
+        with machine_slot(slots, alone=scenario.runs_alone):
+            outcome = run(on_device(scenario, device), out, scenario_file=path, progress=progress, **kwargs)
         for verdict in outcome.journal["verdicts"]:
             record_property(f"verdict.{verdict['name']}", verdict["message"])
         record_property("run_dir", str(outcome.run_dir))

@@ -21,7 +21,7 @@ import yaml
 from chaos.baseline import ensure_baseline
 from chaos.external import EventSteps, ExternalFaults, LogSteps
 from chaos.launch import Launch, LaunchResult, LaunchSpec
-from chaos.nodes import ClusterSpec, run_cluster
+from chaos.nodes import ClusterSpec, gpu_blocks, run_cluster, visible_gpus
 from chaos.plan import PlannedFault, plan_faults, read_plan, write_plan
 from chaos.ports import release_ports, reserve_ports
 from chaos.progress import ProgressView
@@ -30,6 +30,7 @@ from chaos.scenario import Scenario, ScenarioError, parse_scenario
 from chaos.timeline import load_run
 from chaos.verdicts import Verdict, compare_runs, judge
 from trainer import nvrx_compat
+from trainer.distributed import wants_cuda
 from trainer.events import ATTEMPT_BASE_VAR, EventLog, read_events
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -163,9 +164,11 @@ def _launch_nodes(
     """One agent per node on this machine, in one c10d rendezvous on a reserved loopback port (chaos/nodes.py)."""
     ports = reserve_ports(3)
     try:
+        on_gpus = wants_cuda(scenario.trainer_config(run_dir).dist)
         spec = ClusterSpec(
             command=launcher_command(scenario, run_dir, ports[0], overrides), env={**child_env(), **launcher_env(scenario)},
             run_dir=run_dir, run_id=run_dir.name, deadline_s=scenario.deadline_s, nodes=scenario.nodes, cwd=PROJECT_ROOT,
+            gpu_blocks=tuple(gpu_blocks(visible_gpus(), scenario.node_size)) if on_gpus else (),
         )
         return run_cluster(spec, plan, events, scenario.spares, tick)
     finally:

@@ -481,6 +481,12 @@ class Scenario(_Strict):
         return self
 
     @property
+    def runs_alone(self) -> bool:
+        """Its verdicts rest on how fast its ranks run against each other (straggler detection): another run
+        sharing the machine's cores or GPUs would skew them, so a parallel test session runs it alone."""
+        return self.trainer_config().nvrx_straggler.enabled
+
+    @property
     def node_size(self) -> int:
         """Ranks per node (procs_per_node, or world_size / nodes)."""
         return self.procs_per_node or self.world_size // self.nodes

@@ -39,6 +39,11 @@ def _launcher() -> str:
     return "torchrun" if "TORCHELASTIC_RUN_ID" in os.environ else "single"
 
 
+def wants_cuda(cfg: DistConfig) -> bool:
+    """Whether ranks of this config train on GPUs (``dist.device`` cuda, or auto on a machine with CUDA)."""
+    return cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
+
+
 def init_distributed(cfg: DistConfig, store: dist.Store | None = None) -> DistEnv:
     """Initialize the default process group from the launcher's environment (or a world of one).
 
@@ -49,7 +54,7 @@ def init_distributed(cfg: DistConfig, store: dist.Store | None = None) -> DistEn
         os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1")
         os.environ.setdefault("MASTER_PORT", str(_free_port()))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    want_cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
+    want_cuda = wants_cuda(cfg)
     if want_cuda and not torch.cuda.is_available():
         raise RuntimeError("dist.device=cuda but CUDA is not available on this machine")
     if want_cuda:

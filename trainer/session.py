@@ -88,7 +88,7 @@ class TrainingSession:
     def _iteration(self) -> int | None:
         return self.trainer.iteration if self.trainer else None
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         for c in self.components:
             c.close(self.trainer)
         self.events.close()
@@ -96,5 +96,11 @@ class TrainingSession:
         # reducer's destructor joining a gloo thread that waits for the GIL it holds (a teardown deadlock).
         self.trainer = None
         gc.collect()
-        if dist.is_initialized():
+        if dist.is_initialized() and not self._abort_is_nvrx_job(exc_type):
             dist.destroy_process_group()
+
+    def _abort_is_nvrx_job(self, exc_type: type[BaseException] | None) -> bool:
+        """A failed in-process iteration on NCCL leaves its group to NVRx's abort (AbortTorchDistributed):
+        a graceful NCCL destroy waits on peers still inside a collective with this rank (seen: 32 s, past
+        the Wrapper's timeouts). On gloo the graceful destroy is what frees them (their sockets close)."""
+        return exc_type is not None and self.inprocess is not None and self.env.backend == "nccl"

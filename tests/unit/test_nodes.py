@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from chaos.nodes import agent_command
+from chaos.nodes import agent_command, gpu_blocks, node_block, visible_gpus
 from chaos.scenario import ScenarioError, parse_scenario
 from chaos.timeline import compute_metrics
 
@@ -72,3 +72,23 @@ def test_a_shrunken_last_round_shows_its_smaller_world() -> None:
     events = [start(0, 0, "node0", 1.0), start(1, 0, "node1", 1.1), start(0, 1, "node0", 5.0, world=1)]
     metrics = compute_metrics(events)
     assert (metrics.world_size_after, metrics.nodes_after) == (1, ["node0"])
+
+
+def test_each_simulated_node_gets_its_own_gpus_counted_from_zero():
+    assert gpu_blocks(["0", "1"], 1) == ["0", "1"]
+    assert gpu_blocks(["4", "5", "6", "7"], 2) == ["4,5", "6,7"]
+    assert gpu_blocks(["0", "1", "2"], 2) == ["0,1"]  # a partial block is never handed out
+
+
+def test_a_spare_beyond_the_gpus_takes_blocks_from_the_last_down():
+    assert [node_block(i, 2) for i in range(2)] == [0, 1]
+    assert node_block(2, 2) == 1  # the hot spare of node_killed_hot_spare shares node1's GPU, which node1 loses
+    assert node_block(3, 2) == 0
+    assert node_block(2, 4) == 2
+
+
+def test_visible_gpus_follow_cuda_visible_devices(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    assert visible_gpus() == ["2", "3"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert visible_gpus() == []

@@ -1,0 +1,54 @@
+"""The plugin's machine slot: timing-judged scenarios run alone under ``pytest -n N``, the rest share."""
+
+import fcntl
+from pathlib import Path
+
+import pytest
+
+from chaos.pytest_plugin import machine_slot
+from chaos.scenario import load_scenario
+
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
+
+
+def can_lock(path: Path, mode: int) -> bool:
+    """Whether another holder (a fresh open file description, as another worker has) could lock now."""
+    with open(path, "a") as f:
+        try:
+            fcntl.flock(f, mode | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(f, fcntl.LOCK_UN)
+        return True
+
+
+def test_shared_runs_admit_each_other_but_not_a_run_alone(tmp_path):
+    lock = tmp_path / "slot.lock"
+    with machine_slot(lock, alone=False):
+        assert can_lock(lock, fcntl.LOCK_SH)
+        assert not can_lock(lock, fcntl.LOCK_EX)
+    assert can_lock(lock, fcntl.LOCK_EX)
+
+
+def test_a_run_alone_admits_nobody_until_it_ends(tmp_path):
+    lock = tmp_path / "slot.lock"
+    with machine_slot(lock, alone=True):
+        assert not can_lock(lock, fcntl.LOCK_SH)
+    assert can_lock(lock, fcntl.LOCK_SH)
+
+
+def test_the_slot_is_released_when_the_run_fails(tmp_path):
+    lock = tmp_path / "slot.lock"
+    with pytest.raises(RuntimeError), machine_slot(lock, alone=True):
+        raise RuntimeError("run failed")
+    assert can_lock(lock, fcntl.LOCK_EX)
+
+
+def test_without_xdist_there_is_no_slot_to_take():
+    with machine_slot(None, alone=True):
+        pass
+
+
+@pytest.mark.parametrize(("name", "alone"), [("straggler_report", True), ("straggler_gpu", True), ("rank_killed", False), ("sigterm_with_straggler", False)])
+def test_only_straggler_detection_runs_alone(name, alone):
+    assert load_scenario(SCENARIOS / f"{name}.yaml").runs_alone is alone
