@@ -36,6 +36,7 @@ from chaos.external import ArmedFault, EventSteps, ExternalFaults
 from chaos.launch import RUN_ID_VAR, LaunchResult, classify, marked_pids, proc_environ, stop_group
 from chaos.plan import PlannedFault
 from chaos.scenario import NODE_FAULTS
+from trainer import nvrx_compat
 from trainer.events import ATTEMPT_BASE_VAR, EventLog
 
 NODE_VAR = "CHAOS_NODE_ID"
@@ -130,7 +131,10 @@ class Cluster:
     def start(self, node: str, base: int) -> Agent:
         """Start an agent for `node` whose workers' attempts begin at `base`."""
         spec = self.spec
-        env = {**spec.env, RUN_ID_VAR: spec.run_id, NODE_VAR: node, ATTEMPT_BASE_VAR: str(base)}
+        env = {
+            **spec.env, **nvrx_compat.SIMULATED_NODES_ENV, RUN_ID_VAR: spec.run_id, NODE_VAR: node,
+            ATTEMPT_BASE_VAR: str(base),
+        }
         if spec.gpu_blocks:
             env["CUDA_VISIBLE_DEVICES"] = spec.gpu_blocks[node_block(node_index(node), len(spec.gpu_blocks))]
         log = open(spec.run_dir / f"launcher-{node}.log", "ab")  # noqa: SIM115 - closed by the reader

@@ -13,8 +13,12 @@ import fcntl
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from chaos.scenario import Scenario
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -93,6 +97,18 @@ def slot_file(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
     return None if session is None else tmp_path_factory.getbasetemp().parent / f"chaos-machine-{session}.lock"
 
 
+def sharing_gpus(scenario: Scenario) -> Scenario:
+    """The scenario as one of several runs packed onto the same GPUs (``-n N`` on cuda).
+
+    ft_launcher 0.5+ waits after stopping workers until the node's GPUs hold almost nothing; other runs'
+    memory never lets that happen, so each restart waited out the timeout (38 s seen). Packed runs turn
+    the wait off, unless the scenario sets it; ft.yaml in the run folder shows the value used.
+    """
+    if scenario.ft.gpu_memory_reclaim_timeout is not None:
+        return scenario
+    return scenario.model_copy(update={"ft": scenario.ft.model_copy(update={"gpu_memory_reclaim_timeout": 0.0})})
+
+
 @contextlib.contextmanager
 def machine_slot(lock_path: Path | None, alone: bool) -> Iterator[None]:
     """Share the machine with the session's other scenario runs, or (``alone``) wait until it is free.
@@ -139,8 +155,11 @@ def run_scenario(
         reason = skip_reason(scenario, device)
         if reason:
             pytest.skip(reason)
+        scenario = on_device(scenario, device)
+        if device == "cuda" and slots is not None and not scenario.runs_alone:
+            scenario = sharing_gpus(scenario)
         with machine_slot(slots, alone=scenario.runs_alone):
-            outcome = run(on_device(scenario, device), out, scenario_file=path, progress=progress, **kwargs)
+            outcome = run(scenario, out, scenario_file=path, progress=progress, **kwargs)
         for verdict in outcome.journal["verdicts"]:
             record_property(f"verdict.{verdict['name']}", verdict["message"])
         record_property("run_dir", str(outcome.run_dir))

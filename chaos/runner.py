@@ -30,7 +30,7 @@ from chaos.scenario import Scenario, ScenarioError, parse_scenario
 from chaos.timeline import load_run
 from chaos.verdicts import Verdict, compare_runs, judge
 from trainer import nvrx_compat
-from trainer.distributed import wants_cuda
+from trainer.distributed import STORE_PORT_VAR, wants_cuda
 from trainer.events import ATTEMPT_BASE_VAR, EventLog, read_events
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -78,10 +78,13 @@ def external_command(command: list[str], run_dir: Path) -> list[str]:
     return [sys.executable, *argv[1:]] if argv[0] == "python" else argv
 
 
-def launcher_env(scenario: Scenario) -> dict[str, str]:
+def launcher_env(scenario: Scenario, ports: list[int]) -> dict[str, str]:
     """torchrun logs its restart decision ("Worker group FAILED. k/N attempts left") only at INFO; the
-    runner needs that line to count the restarts of a command that writes no events."""
-    return {"LOGLEVEL": "INFO"} if scenario.launcher == "torchrun" else {}
+    runner needs that line to count the restarts of a command that writes no events. Under ft_launcher
+    rank 0's store goes on the second reserved port (trainer/distributed.py, STORE_PORT_VAR)."""
+    if scenario.launcher == "torchrun":
+        return {"LOGLEVEL": "INFO"}
+    return {STORE_PORT_VAR: str(ports[1])}
 
 
 def child_env() -> dict[str, str]:
@@ -149,7 +152,10 @@ def _launch_once(
     try:
         spec = LaunchSpec(
             command=launcher_command(scenario, run_dir, ports[0], overrides),
-            env={**child_env(), **launcher_env(scenario), ATTEMPT_BASE_VAR: str(events.attempt), **(env_overrides or {})},
+            env={
+                **child_env(), **launcher_env(scenario, ports), ATTEMPT_BASE_VAR: str(events.attempt),
+                **(env_overrides or {}),
+            },
             run_dir=run_dir,
             deadline_s=deadline_s, run_id=run_dir.name, cwd=PROJECT_ROOT,
         )
@@ -166,7 +172,7 @@ def _launch_nodes(
     try:
         on_gpus = wants_cuda(scenario.trainer_config(run_dir).dist)
         spec = ClusterSpec(
-            command=launcher_command(scenario, run_dir, ports[0], overrides), env={**child_env(), **launcher_env(scenario)},
+            command=launcher_command(scenario, run_dir, ports[0], overrides), env={**child_env(), **launcher_env(scenario, ports)},
             run_dir=run_dir, run_id=run_dir.name, deadline_s=scenario.deadline_s, nodes=scenario.nodes, cwd=PROJECT_ROOT,
             gpu_blocks=tuple(gpu_blocks(visible_gpus(), scenario.node_size)) if on_gpus else (),
         )

@@ -338,6 +338,9 @@ class FTLauncherOptions(_Strict):
     """Learned timeouts (trainer ft.calc_ft_timeouts) are this factor times the longest interval observed."""
     term_timeout: float = Field(default=15.0, gt=0)
     """Seconds the launcher waits after SIGTERM before SIGKILL when it stops workers (NVRx tests use 15)."""
+    gpu_memory_reclaim_timeout: float | None = Field(default=None, ge=0)
+    """NVRx 0.5+: after stopping workers, wait up to this long until the node's GPUs hold almost nothing
+    (None: NVRx's default, 50 s in 0.7; 0: no wait). Runs packed onto shared GPUs turn it off."""
 
 
 class Baseline(_Strict):
@@ -482,9 +485,11 @@ class Scenario(_Strict):
 
     @property
     def runs_alone(self) -> bool:
-        """Its verdicts rest on how fast its ranks run against each other (straggler detection): another run
-        sharing the machine's cores or GPUs would skew them, so a parallel test session runs it alone."""
-        return self.trainer_config().nvrx_straggler.enabled
+        """A parallel test session runs it with nothing else on the machine: straggler detection judges how
+        fast ranks run against each other, which another run on the same cores or GPUs would skew; and
+        in-process restart on GPU recovered alone but not packed with seven other runs (docs/gpu-results.md)."""
+        cfg = self.trainer_config()
+        return cfg.nvrx_straggler.enabled or cfg.inprocess_restart.enabled
 
     @property
     def node_size(self) -> int:

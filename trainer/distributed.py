@@ -16,6 +16,11 @@ import torch.distributed as dist
 
 from trainer.config import DistConfig
 
+STORE_PORT_VAR = "CHAOS_STORE_PORT"
+"""A port the chaos runner reserved for rank 0's TCPStore. ft_launcher 0.7 does not share its rendezvous
+store with workers: it hands them an ephemeral MASTER_PORT that it found free, and with eight runs on one
+machine another process took that port before rank 0 bound it (EADDRINUSE, 2 launches in 25)."""
+
 
 @dataclass(frozen=True)
 class DistEnv:
@@ -65,6 +70,8 @@ def init_distributed(cfg: DistConfig, store: dist.Store | None = None) -> DistEn
     backend = cfg.distributed_backend if cfg.distributed_backend != "auto" else ("nccl" if want_cuda else "gloo")
     if store is None and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
         store = _attempt_store(timedelta(minutes=cfg.distributed_timeout_minutes))
+    elif store is None and STORE_PORT_VAR in os.environ:
+        os.environ["MASTER_PORT"] = os.environ[STORE_PORT_VAR]
     on_store = {} if store is None else {"store": store, "rank": int(os.environ["RANK"]), "world_size": int(os.environ["WORLD_SIZE"])}
     dist.init_process_group(
         backend, timeout=timedelta(minutes=cfg.distributed_timeout_minutes), device_id=device if want_cuda else None,

@@ -41,6 +41,17 @@ LAUNCHER_MODULE = "nvidia_resiliency_ext.fault_tolerance.launcher"
 
 
 def ft_config_section(options: dict) -> dict:
-    """The launcher's `fault_tolerance:` YAML section; the NIC monitor needs NVML, absent on CPU machines."""
+    """The launcher's `fault_tolerance:` YAML section; the NIC monitor needs NVML, absent on CPU machines.
+
+    ``gpu_memory_reclaim_timeout`` (0.5+: after stopping workers, wait until the node's GPUs are nearly
+    empty) is left to NVRx's default when None, and dropped where the launcher has no such wait (0.4.1).
+    """
+    options = dict(options)
+    if options.get("gpu_memory_reclaim_timeout") is None or _MAJOR_MINOR <= (0, 4):
+        options.pop("gpu_memory_reclaim_timeout", None)
     sections = options.get("rank_section_timeouts") or {}  # NVRx iterates it: None is not "no sections"
     return {"fault_tolerance": {**options, "rank_section_timeouts": sections, "enable_nic_monitor": False}}
+
+
+SIMULATED_NODES_ENV = {"NVRX_ENABLE_MULTI_LAUNCHERS_PER_NODE": "1"}
+"""0.7's rendezvous closes itself when two launchers share a host, unless told the nodes are simulated."""

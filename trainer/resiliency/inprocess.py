@@ -97,10 +97,12 @@ def build_wrapper(cfg: TrainerConfig, world_size: int, master_port: int) -> obje
 
 
 def monitor_log(run_dir: str | None) -> str | None:
-    """Each rank's NVRx monitor process log in the run folder (it decides terminations: keep its reasons)."""
+    """Each rank's NVRx monitor process log in the run folder (it decides terminations: keep its reasons),
+    one per launcher round, so that a torchrun restart does not overwrite the round that failed."""
     if run_dir is None:
         return None
-    return str(Path(run_dir).resolve() / f"inprocess-monitor-rank-{os.environ.get('RANK', '0')}.log")
+    rank, round_ = os.environ.get("RANK", "0"), os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    return str(Path(run_dir).resolve() / f"inprocess-monitor-rank-{rank}-round-{round_}.log")
 
 
 def run_inprocess(cfg: TrainerConfig) -> int:
