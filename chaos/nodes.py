@@ -133,7 +133,7 @@ class Cluster:
         spec = self.spec
         env = {
             **spec.env, **nvrx_compat.SIMULATED_NODES_ENV, RUN_ID_VAR: spec.run_id, NODE_VAR: node,
-            ATTEMPT_BASE_VAR: str(base),
+            ATTEMPT_BASE_VAR: str(self.worker_base(base)),
         }
         if spec.gpu_blocks:
             env["CUDA_VISIBLE_DEVICES"] = spec.gpu_blocks[node_block(node_index(node), len(spec.gpu_blocks))]
@@ -149,6 +149,12 @@ class Cluster:
         agent.reader = threading.Thread(target=self._read, args=(agent, log), daemon=True)
         agent.reader.start()
         return agent
+
+    def worker_base(self, base: int) -> int:
+        """What a late agent's workers add to their TORCHELASTIC_RESTART_COUNT to number their attempt:
+        the round it joins, unless the launcher already counts rounds there (ft_launcher 0.7)."""
+        ft = nvrx_compat.LAUNCHER_MODULE in self.spec.command
+        return 0 if ft and nvrx_compat.RESTART_COUNT_IS_ROUND else base
 
     def lose(self, node: str) -> None:
         """Mark `node`'s running agents as lost: the runner is about to kill them."""

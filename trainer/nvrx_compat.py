@@ -53,5 +53,10 @@ def ft_config_section(options: dict) -> dict:
     return {"fault_tolerance": {**options, "rank_section_timeouts": sections, "enable_nic_monitor": False}}
 
 
+RESTART_COUNT_IS_ROUND = _MAJOR_MINOR >= (0, 7)
+"""Whether ft_launcher's workers get the rendezvous round as TORCHELASTIC_RESTART_COUNT (0.7's barrier
+rendezvous: one count for every agent, so an agent that joins a later round starts past 0) rather than
+their own agent's restarts (0.4.1's). 0.5 and 0.6 were never run here."""
+
 SIMULATED_NODES_ENV = {"NVRX_ENABLE_MULTI_LAUNCHERS_PER_NODE": "1"}
 """0.7's rendezvous closes itself when two launchers share a host, unless told the nodes are simulated."""

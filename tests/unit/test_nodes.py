@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
-from chaos.nodes import agent_command, gpu_blocks, node_block, visible_gpus
+from chaos.nodes import Cluster, ClusterSpec, agent_command, gpu_blocks, node_block, visible_gpus
 from chaos.scenario import ScenarioError, parse_scenario
 from chaos.timeline import compute_metrics
+from trainer import nvrx_compat
 
 
 def two_nodes(**changes: Any) -> dict[str, Any]:
@@ -92,3 +93,14 @@ def test_visible_gpus_follow_cuda_visible_devices(monkeypatch):
     assert visible_gpus() == ["2", "3"]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert visible_gpus() == []
+
+
+@pytest.mark.parametrize(("rounds", "launcher", "expected"), [
+    (True, nvrx_compat.LAUNCHER_MODULE, 0),  # ft_launcher 0.7: the restart count already is the round joined
+    (False, nvrx_compat.LAUNCHER_MODULE, 2),  # 0.4.1: a fresh agent counts its own restarts from 0
+    (True, "torch.distributed.run", 2),
+])
+def test_a_late_agent_numbers_its_workers_from_the_round_it_joins(monkeypatch, tmp_path, rounds, launcher, expected):
+    monkeypatch.setattr(nvrx_compat, "RESTART_COUNT_IS_ROUND", rounds)
+    spec = ClusterSpec(command=["python", "-m", launcher], env={}, run_dir=tmp_path, run_id="r", deadline_s=1, nodes=2)
+    assert Cluster(spec, events=None).worker_base(2) == expected
