@@ -485,11 +485,9 @@ class Scenario(_Strict):
 
     @property
     def runs_alone(self) -> bool:
-        """A parallel test session runs it with nothing else on the machine: straggler detection judges how
-        fast ranks run against each other, which another run on the same cores or GPUs would skew; and
-        in-process restart on GPU recovered alone but not packed with seven other runs (docs/gpu-results.md)."""
-        cfg = self.trainer_config()
-        return cfg.nvrx_straggler.enabled or cfg.inprocess_restart.enabled
+        """Its verdicts rest on how fast its ranks run against each other (straggler detection): another run
+        sharing the machine's cores or GPUs would skew them, so a parallel test session runs it alone."""
+        return self.trainer_config().nvrx_straggler.enabled
 
     @property
     def node_size(self) -> int:

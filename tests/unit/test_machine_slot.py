@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.pytest_plugin import machine_slot
+from chaos.pytest_plugin import machine_slot, sharing_gpus
 from chaos.scenario import load_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
@@ -49,6 +49,14 @@ def test_without_xdist_there_is_no_slot_to_take():
         pass
 
 
-@pytest.mark.parametrize(("name", "alone"), [("straggler_report", True), ("straggler_gpu", True), ("rank_killed", False), ("sigterm_with_straggler", False)])
+@pytest.mark.parametrize(("name", "alone"), [("straggler_report", True), ("straggler_gpu", True), ("rank_killed", False), ("sigterm_with_straggler", False), ("inprocess_exception", False)])
 def test_only_straggler_detection_runs_alone(name, alone):
     assert load_scenario(SCENARIOS / f"{name}.yaml").runs_alone is alone
+
+
+def test_runs_sharing_gpus_do_not_wait_for_empty_gpus_unless_the_scenario_says():
+    shared = sharing_gpus(load_scenario(SCENARIOS / "rank_killed.yaml"))
+    assert shared.ft.gpu_memory_reclaim_timeout == 0.0
+    own = load_scenario(SCENARIOS / "rank_killed.yaml")
+    own = own.model_copy(update={"ft": own.ft.model_copy(update={"gpu_memory_reclaim_timeout": 20.0})})
+    assert sharing_gpus(own).ft.gpu_memory_reclaim_timeout == 20.0
