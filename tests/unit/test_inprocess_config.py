@@ -35,3 +35,14 @@ def test_a_broken_ordering_names_both_keys(overrides: list[str], message: str) -
 def test_straggler_thresholds_are_scores() -> None:
     assert "gpu_relative_perf_threshold" in config_error("nvrx_straggler.gpu_relative_perf_threshold=1.5")
     assert "report_time_interval" in config_error("nvrx_straggler.report_time_interval=0")
+
+
+def test_bridge_default_intervals_are_flagged_as_able_to_miss_the_soft_timeout() -> None:
+    from trainer.resiliency.inprocess import soft_timeout_may_starve
+
+    bridge = load_config("tiny_cpu", None, ["inprocess_restart.enabled=true"]).inprocess_restart
+    assert soft_timeout_may_starve(bridge)
+    faster = load_config(
+        "tiny_cpu", None, ["inprocess_restart.enabled=true", "inprocess_restart.monitor_process_interval=0.5"]
+    ).inprocess_restart
+    assert not soft_timeout_may_starve(faster)

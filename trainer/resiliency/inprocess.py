@@ -82,8 +82,24 @@ def rank_assignment(cfg: InProcessRestartConfig, world_size: int) -> object:
     return inprocess.rank_assignment.Tree(layers=layers)
 
 
+def soft_timeout_may_starve(cfg: InProcessRestartConfig) -> bool:
+    """NVRx's monitor process (0.4.1 and 0.7.0) checks its timeouts only when no message arrived within
+    ``monitor_process_interval``; every progress timestamp skips the check. A stuck main thread still gets
+    one stale timestamp sent per ``progress_watchdog_interval`` for 32 of them (CPython's pending calls),
+    so when that interval is not longer the soft timeout is checked only by luck of timing, and the rank
+    is killed at the hard timeout instead of restarting in place (seen on GPU and CPU with Bridge's
+    defaults, 1 s and 1 s: missed in 11 of 18 CPU runs; a 0.5 s monitor interval caught it in 5 of 5)."""
+    return cfg.monitor_process_interval >= cfg.progress_watchdog_interval
+
+
 def build_wrapper(cfg: TrainerConfig, world_size: int, master_port: int) -> object:
     ipr = cfg.inprocess_restart
+    if soft_timeout_may_starve(ipr) and int(os.environ.get("RANK", "0")) == 0:
+        log.warning(
+            "inprocess_restart.monitor_process_interval (%g) >= progress_watchdog_interval (%g): NVRx may miss "
+            "the soft timeout of a hung rank and kill it at the hard timeout; a monitor interval below the "
+            "watchdog's avoids it", ipr.monitor_process_interval, ipr.progress_watchdog_interval,
+        )
     health = [inprocess.health_check.CudaHealthCheck(timeout=timedelta(seconds=10))] if torch.cuda.is_available() else []
     return inprocess.Wrapper(
         store_kwargs={"timeout": STORE_TIMEOUT, "port": master_port + 2},
