@@ -29,11 +29,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import IO
 
 from chaos.external import ArmedFault, EventSteps, ExternalFaults
-from chaos.launch import RUN_ID_VAR, LaunchResult, classify, marked_pids, proc_environ, stop_group
+from chaos.launch import RUN_ID_VAR, LaunchResult, LaunchSpec, classify, marked_pids, proc_environ, stop_group
 from chaos.plan import PlannedFault
 from chaos.scenario import NODE_FAULTS
 from trainer import nvrx_compat
@@ -89,15 +88,11 @@ def node_pids(run_id: str, node: str, ranks_only: bool = False) -> list[int]:
 
 
 @dataclass(frozen=True)
-class ClusterSpec:
-    command: list[str]
-    """One agent's launcher command (``--nnodes=N``, c10d on the reserved loopback endpoint, the trainer)."""
-    env: dict[str, str]
-    run_dir: Path
-    run_id: str
-    deadline_s: float
-    nodes: int
-    cwd: Path | None = None
+class ClusterSpec(LaunchSpec):
+    """A launch of ``nodes`` agents; ``command`` is one agent's (``--nnodes=N``, c10d on the reserved
+    loopback endpoint, the trainer)."""
+
+    nodes: int = 1
     gpu_blocks: tuple[str, ...] = ()
     """A GPU run: each node's CUDA_VISIBLE_DEVICES (``node_block`` picks a node's); empty on CPU."""
 

@@ -155,10 +155,10 @@ def run_scenario(
         reason = skip_reason(scenario, device)
         if reason:
             pytest.skip(reason)
-        scenario = on_device(scenario, device)
-        if device == "cuda" and slots is not None and not scenario.runs_alone:
+        scenario, alone = on_device(scenario, device), scenario.runs_alone
+        if device == "cuda" and slots is not None and not alone:
             scenario = sharing_gpus(scenario)
-        with machine_slot(slots, alone=scenario.runs_alone):
+        with machine_slot(slots, alone=alone):
             outcome = run(scenario, out, scenario_file=path, progress=progress, **kwargs)
         for verdict in outcome.journal["verdicts"]:
             record_property(f"verdict.{verdict['name']}", verdict["message"])
