@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -87,10 +88,13 @@ def launcher_env(scenario: Scenario, ports: list[int]) -> dict[str, str]:
     return {STORE_PORT_VAR: str(ports[1])}
 
 
-def child_env() -> dict[str, str]:
+def child_env(tmp_dir: Path) -> dict[str, str]:
+    """The environment of a run's processes. TMPDIR is the run's own temporary folder: ft_launcher and
+    its rank monitors put their IPC sockets there, which a killed (simulated) node never removes, and the
+    runner deletes the folder when the run is over."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH")) if p)
-    env.update(PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore::FutureWarning")
+    env.update(PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore::FutureWarning", TMPDIR=str(tmp_dir))
     env.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast can take a shared host's GPUs down
     return env
 
@@ -126,18 +130,22 @@ def execute(scenario: Scenario, run_dir: Path, seed: int, progress: Callable[[st
         if view:
             view.tick()
 
+    # Short, outside the run folder: a Unix socket's path must fit in 108 bytes.
+    tmp_dir = Path(tempfile.mkdtemp(prefix="chaos-tmp-"))
+    env = child_env(tmp_dir)
     start = time.monotonic()
     try:
         if scenario.nodes > 1:
-            return _launch_nodes(scenario, run_dir, overrides, plan, events, tick)
-        result = _launch_once(scenario, run_dir, overrides, events, tick, scenario.deadline_s)
+            return _launch_nodes(scenario, run_dir, overrides, env, plan, events, tick)
+        result = _launch_once(scenario, run_dir, overrides, env, events, tick, scenario.deadline_s)
         if scenario.relaunch and not (result.timed_out or result.interrupted):
             events.attempt += 1  # the requeued job numbers its attempts on from the first launch's
             external.relaunched()
             remaining = scenario.deadline_s - (time.monotonic() - start)
-            result = _launch_once(scenario, run_dir, overrides, events, tick, remaining, scenario.relaunch_env)
+            result = _launch_once(scenario, run_dir, overrides, env, events, tick, remaining, scenario.relaunch_env)
         return result
     finally:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
         external.close()
         if isinstance(steps, LogSteps):
             steps.close()
@@ -145,15 +153,15 @@ def execute(scenario: Scenario, run_dir: Path, seed: int, progress: Callable[[st
 
 
 def _launch_once(
-    scenario: Scenario, run_dir: Path, overrides: list[str], events: EventLog, tick: Callable[[], None], deadline_s: float,
-    env_overrides: dict[str, str] | None = None,
+    scenario: Scenario, run_dir: Path, overrides: list[str], env: dict[str, str], events: EventLog, tick: Callable[[], None],
+    deadline_s: float, env_overrides: dict[str, str] | None = None,
 ) -> LaunchResult:
     ports = reserve_ports(3)
     try:
         spec = LaunchSpec(
             command=launcher_command(scenario, run_dir, ports[0], overrides),
             env={
-                **child_env(), **launcher_env(scenario, ports), ATTEMPT_BASE_VAR: str(events.attempt),
+                **env, **launcher_env(scenario, ports), ATTEMPT_BASE_VAR: str(events.attempt),
                 **(env_overrides or {}),
             },
             run_dir=run_dir,
@@ -165,14 +173,15 @@ def _launch_once(
 
 
 def _launch_nodes(
-    scenario: Scenario, run_dir: Path, overrides: list[str], plan: list[PlannedFault], events: EventLog, tick: Callable[[], None],
+    scenario: Scenario, run_dir: Path, overrides: list[str], env: dict[str, str], plan: list[PlannedFault], events: EventLog,
+    tick: Callable[[], None],
 ) -> LaunchResult:
     """One agent per node on this machine, in one c10d rendezvous on a reserved loopback port (chaos/nodes.py)."""
     ports = reserve_ports(3)
     try:
         on_gpus = wants_cuda(scenario.trainer_config(run_dir).dist)
         spec = ClusterSpec(
-            command=launcher_command(scenario, run_dir, ports[0], overrides), env={**child_env(), **launcher_env(scenario, ports)},
+            command=launcher_command(scenario, run_dir, ports[0], overrides), env={**env, **launcher_env(scenario, ports)},
             run_dir=run_dir, run_id=run_dir.name, deadline_s=scenario.deadline_s, nodes=scenario.nodes, cwd=PROJECT_ROOT,
             gpu_blocks=tuple(gpu_blocks(visible_gpus(), scenario.node_size)) if on_gpus else (),
         )

@@ -40,3 +40,24 @@ def test_sigterm_to_a_foreign_script_under_ft_launcher_restarts_it(tmp_path: Pat
     )
     outcome = run_scenario(s, tmp_path, progress=None)
     assert outcome.passed, outcome.summary
+
+
+def test_a_run_keeps_its_temporary_files_in_a_folder_removed_after_it(tmp_path: Path) -> None:
+    """ft_launcher's IPC sockets go to the run's own TMPDIR, not the machine's /tmp, where a killed node's
+    would be left behind for good."""
+    show = "import os, tempfile; d = tempfile.gettempdir(); print('tmp', d, *sorted(os.listdir(d))); print('step 1 loss 1')"
+    s = parse_scenario(
+        {
+            "schema_version": 1, "name": "standalone_tmpdir", "description": "where temporary files go",
+            "world_size": 1, "launcher": "ft_launcher", "command": ["python", "-c", show], "step_pattern": PATTERN,
+            "faults": [], "expect": {"exit_code": 0, "completed_steps": 1},
+        },
+        "standalone_tmpdir",
+    )
+    outcome = run_scenario(s, tmp_path, progress=None)
+    assert outcome.passed, outcome.summary
+    line = next(x for x in (outcome.run_dir / "launcher.log").read_text().splitlines() if x.startswith("tmp "))
+    folder, *files = line.split()[1:]
+    assert Path(folder).name.startswith("chaos-tmp-")
+    assert any(f.startswith("_ft_launcher") and f.endswith(".socket") for f in files), files
+    assert not Path(folder).exists()
