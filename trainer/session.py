@@ -45,11 +45,11 @@ def build_components(cfg: TrainerConfig, env: DistEnv, events: EventLog) -> list
 class TrainingSession:
     def __init__(self, cfg: TrainerConfig, inprocess: InProcessIteration | None = None):
         """``inprocess``: this session is one iteration of NVRx's in-process Wrapper: its process group
-        rendezvous on the iteration's store, its events carry the iteration as ``attempt``, and errors
+        rendezvous on the iteration's store, its events carry the iteration's attempt, and errors
         propagate to the Wrapper (which restarts the function) instead of ending the process."""
         self.cfg, self.inprocess = cfg, inprocess
         self.env = init_distributed(cfg.dist, None if inprocess is None else inprocess.store)
-        attempt = None if inprocess is None else inprocess.iteration
+        attempt = None if inprocess is None else inprocess.attempt
         self.events = EventLog(cfg.logger.run_dir, f"rank-{self.env.rank}", self.env.rank, attempt)
         self.events.emit(
             "run_start", config_digest=cfg.digest(), world_size=self.env.world_size, backend=self.env.backend,

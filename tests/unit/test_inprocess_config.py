@@ -46,3 +46,29 @@ def test_bridge_default_intervals_are_flagged_as_able_to_miss_the_soft_timeout()
         "tiny_cpu", None, ["inprocess_restart.enabled=true", "inprocess_restart.monitor_process_interval=0.5"]
     ).inprocess_restart
     assert not soft_timeout_may_starve(faster)
+
+
+def test_inprocess_attempts_continue_after_a_launcher_restart(tmp_path, monkeypatch) -> None:
+    """The Wrapper counts iterations from 0 in each process; a new launcher round must not reuse the
+    attempts of the rounds before it (a fault armed for attempt 0 would fire again)."""
+    from trainer.events import EventLog
+    from trainer.resiliency.inprocess import attempt_base
+
+    def start(rank: int, attempt: int, launch_round: int) -> None:
+        log = EventLog(tmp_path, f"rank-{rank}", rank, attempt)
+        log.emit("inprocess_start", inprocess_iteration=attempt, launch_round=launch_round)
+        log.close()
+
+    monkeypatch.delenv("CHAOS_ATTEMPT_BASE", raising=False)
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "0")
+    assert attempt_base(str(tmp_path)) == 0
+    for rank in (0, 1):
+        start(rank, 0, 0)
+        start(rank, 1, 0)  # one in-process restart in round 0, then the launcher restarted
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "1")
+    assert attempt_base(str(tmp_path)) == 2
+    start(0, 2, 1)  # a rank of round 1 that started first does not move the others' base
+    assert attempt_base(str(tmp_path)) == 2
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "3")  # round 2 died before its first iteration
+    assert attempt_base(str(tmp_path)) == 3
+    assert attempt_base(None) == 3

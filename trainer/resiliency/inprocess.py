@@ -28,7 +28,7 @@ import torch.distributed as dist
 
 from trainer import nvrx_compat
 from trainer.config import InProcessRestartConfig, TrainerConfig
-from trainer.events import EventLog
+from trainer.events import EventLog, current_attempt, read_events
 
 log = logging.getLogger(__name__)
 
@@ -38,20 +38,39 @@ STORE_TIMEOUT = timedelta(seconds=300)
 
 @dataclass(frozen=True)
 class InProcessIteration:
-    """What one Wrapper iteration hands the training session."""
+    """What one Wrapper iteration hands the training session: its store, its Wrapper iteration, and its
+    attempt (the iteration numbered on from the attempts of earlier launcher rounds, see attempt_base)."""
 
     store: dist.Store
     iteration: int
+    attempt: int
+
+
+def attempt_base(run_dir: str | None) -> int:
+    """The attempt of this process's Wrapper iteration 0. The Wrapper counts iterations from 0 in every
+    process, so after a launcher restart (an in-process restart that could not recover) they would repeat
+    the attempts of the round before, and a fault armed for attempt 0 would fire again. Each round starts
+    after the last attempt the run folder's ``inprocess_start`` events show for earlier rounds (their
+    processes are gone before a new round starts, so every rank reads the same)."""
+    round_ = current_attempt()
+    if round_ == 0 or run_dir is None:
+        return round_
+    earlier = [
+        e["attempt"] for e in read_events(run_dir)
+        if e["event"] == "inprocess_start" and e.get("launch_round", 0) < round_
+    ]
+    return max(round_, 1 + max(earlier, default=-1))
 
 
 class AbortEvent(inprocess.abort.Abort):
     """Writes ``inprocess_abort`` to the rank's event log the moment NVRx aborts this iteration (detection)."""
 
-    def __init__(self, run_dir: str | None):
-        self.run_dir = run_dir
+    def __init__(self, run_dir: str | None, base: int):
+        self.run_dir, self.base = run_dir, base
 
     def __call__(self, state: inprocess.state.FrozenState) -> inprocess.state.FrozenState:
-        events = EventLog(self.run_dir, f"rank-{state.initial_rank}", state.initial_rank, attempt=state.iteration)
+        attempt = self.base + state.iteration
+        events = EventLog(self.run_dir, f"rank-{state.initial_rank}", state.initial_rank, attempt=attempt)
         events.emit("inprocess_abort", inprocess_iteration=state.iteration, active_rank=state.active_rank)
         events.close()
         return state
@@ -92,7 +111,7 @@ def soft_timeout_may_starve(cfg: InProcessRestartConfig) -> bool:
     return cfg.monitor_process_interval >= cfg.progress_watchdog_interval
 
 
-def build_wrapper(cfg: TrainerConfig, world_size: int, master_port: int) -> object:
+def build_wrapper(cfg: TrainerConfig, world_size: int, master_port: int, base: int) -> object:
     ipr = cfg.inprocess_restart
     if soft_timeout_may_starve(ipr) and int(os.environ.get("RANK", "0")) == 0:
         log.warning(
@@ -104,7 +123,7 @@ def build_wrapper(cfg: TrainerConfig, world_size: int, master_port: int) -> obje
     return inprocess.Wrapper(
         store_kwargs={"timeout": STORE_TIMEOUT, "port": master_port + 2},
         initialize=inprocess.initialize.RetryController(max_iterations=ipr.max_iterations, min_world_size=world_size),
-        abort=inprocess.Compose(inprocess.abort.AbortTorchDistributed(), AbortEvent(cfg.logger.run_dir)),
+        abort=inprocess.Compose(inprocess.abort.AbortTorchDistributed(), AbortEvent(cfg.logger.run_dir, base)),
         health_check=inprocess.Compose(*health) if health else None,
         rank_assignment=rank_assignment(ipr, world_size),
         monitor_process_logfile=monitor_log(cfg.logger.run_dir),
@@ -137,8 +156,8 @@ def run_inprocess(cfg: TrainerConfig) -> int:
 
         iteration = call_wrapper.iteration
         store = dist.PrefixStore(f"inprocess-{iteration}", coordination)
-        with TrainingSession(cfg, InProcessIteration(store, iteration)) as session:
-            session.events.emit("inprocess_start", inprocess_iteration=iteration)
+        with TrainingSession(cfg, InProcessIteration(store, iteration, base + iteration)) as session:
+            session.events.emit("inprocess_start", inprocess_iteration=iteration, launch_round=current_attempt())
             try:
                 return session.run()
             except Exception as e:
@@ -148,4 +167,5 @@ def run_inprocess(cfg: TrainerConfig) -> int:
                 traceback.clear_frames(e.__traceback__)
                 raise
 
-    return build_wrapper(cfg, world_size, master_port)(train)()
+    base = attempt_base(cfg.logger.run_dir)
+    return build_wrapper(cfg, world_size, master_port, base)(train)()
