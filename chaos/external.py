@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from chaos.launch import classify, marked_pids, proc_environ
+from chaos.launch import classify, marked_pids, marked_processes
 from chaos.plan import PlannedFault
 from chaos.scenario import SIGNAL_FAULTS
 from trainer.events import EventLog
@@ -55,7 +55,7 @@ def worker_pids(run_id: str, ranks: list[int] | None = None) -> list[int]:
 
     A worker's own children inherit its RANK; only the outermost process of each rank is returned.
     """
-    workers = {pid: env["RANK"] for pid in marked_pids(run_id) if (env := proc_environ(pid)).get("RANK", "").isdigit()}
+    workers = {pid: env["RANK"] for pid, env in marked_processes(run_id).items() if env.get("RANK", "").isdigit()}
     chosen = {pid for pid, rank in workers.items() if ranks is None or int(rank) in ranks}
     return sorted(pid for pid in chosen if (_proc_status(pid) or ("", 0))[1] not in chosen)
 

@@ -78,17 +78,24 @@ def _state(pid: int) -> str | None:
         return None
 
 
-def marked_pids(run_id: str) -> list[int]:
-    """Live processes (zombies excluded) whose environment carries this run's marker, sorted: the one
-    lookup of a run's processes, also those that left the launcher's session."""
-    found = []
+def marked_processes(run_id: str) -> dict[int, dict[str, str]]:
+    """Live processes (zombies excluded) whose environment carries this run's marker, by pid in order,
+    with their environments: the one lookup of a run's processes, also those that left the launcher's
+    session."""
+    found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         pid = int(entry.name)
-        if proc_environ(pid).get(RUN_ID_VAR) == run_id and _state(pid) not in (None, "Z"):
-            found.append(pid)
-    return sorted(found)
+        env = proc_environ(pid)
+        if env.get(RUN_ID_VAR) == run_id and _state(pid) not in (None, "Z"):
+            found[pid] = env
+    return dict(sorted(found.items()))
+
+
+def marked_pids(run_id: str) -> list[int]:
+    """The pids of ``marked_processes``, sorted."""
+    return list(marked_processes(run_id))
 
 
 def _kill_all(pgid: int, run_id: str) -> None:

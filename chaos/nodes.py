@@ -32,7 +32,15 @@ from dataclasses import dataclass
 from typing import IO
 
 from chaos.external import ArmedFault, EventSteps, ExternalFaults
-from chaos.launch import RUN_ID_VAR, LaunchResult, LaunchSpec, classify, marked_pids, proc_environ, stop_group
+from chaos.launch import (
+    RUN_ID_VAR,
+    LaunchResult,
+    LaunchSpec,
+    classify,
+    marked_pids,
+    marked_processes,
+    stop_group,
+)
 from chaos.plan import PlannedFault
 from chaos.scenario import NODE_FAULTS
 from trainer import nvrx_compat
@@ -80,9 +88,8 @@ def node_block(index: int, blocks: int) -> int:
 
 def node_pids(run_id: str, node: str, ranks_only: bool = False) -> list[int]:
     """Live processes of the run on `node` (all of them, or only the ranks: those torchelastic gave a RANK)."""
-    envs = {pid: proc_environ(pid) for pid in marked_pids(run_id)}
     return [
-        pid for pid, env in envs.items()
+        pid for pid, env in marked_processes(run_id).items()
         if env.get(NODE_VAR) == node and (not ranks_only or env.get("RANK", "").isdigit())
     ]
 
