@@ -173,17 +173,24 @@ class ExternalFaults:
 
     def tick(self) -> None:
         now = time.monotonic()
-        self.attempt_since.setdefault(self.events.attempt, now)
         for attempt, step in self.steps.poll():
             self.last_step[attempt] = max(step, self.last_step.get(attempt, 0))
+        self.attempt_since.setdefault(self.running_attempt(), now)
         for armed in self.armed:
             if armed.fired_at is None and self._due(armed.fault, now):
                 self._fire(armed, now)
             elif armed.next_at is not None and now >= armed.next_at:
                 self._follow_up(armed, now)
 
+    def running_attempt(self) -> int:
+        """The attempt the ranks are in: the launcher's restart rounds, or a later one their steps carry.
+
+        An in-process restart is an attempt too, which the ranks number and no launcher line announces.
+        """
+        return max(self.events.attempt, *self.last_step) if self.last_step else self.events.attempt
+
     def _due(self, fault: PlannedFault, now: float) -> bool:
-        if fault.attempt != self.events.attempt:
+        if fault.attempt != self.running_attempt():
             return False
         if fault.at_step is not None:
             return self.last_step.get(fault.attempt, 0) >= fault.at_step
@@ -201,7 +208,7 @@ class ExternalFaults:
         fault = armed.fault
         armed.fired_at, armed.pids = now, self._targets(fault)
         self.events.emit(
-            "fault_injected", fault=fault.type, target_rank=fault.rank,
+            "fault_injected", fault=fault.type, target_rank=fault.rank, attempt=fault.attempt,
             iteration=self.last_step.get(fault.attempt), fault_id=fault.fault_id,
             detail=f"{fault.options.get('target') or 'ranks'} pids {armed.pids}", **fault.options,
         )
@@ -236,7 +243,7 @@ class ExternalFaults:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
-                self.events.emit("signal_sent", signal=sig.name, target=pid, pid=pid)
+                self.events.emit("signal_sent", signal=sig.name, target=pid, pid=pid, attempt=self.running_attempt())
 
     def relaunched(self) -> None:
         """The runner launches the job again; its attempts number on from ``events.attempt``."""

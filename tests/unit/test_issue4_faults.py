@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from chaos.corrupt import corrupt_newest
-from chaos.external import LogSteps, alive, worker_pids
-from chaos.plan import plan_faults
+from chaos.external import EventSteps, ExternalFaults, LogSteps, alive, worker_pids
+from chaos.plan import PlannedFault, plan_faults
 from chaos.repeat import replay_inputs, spread
 from chaos.runner import SCENARIO_COPY, external_command
 from chaos.scenario import ScenarioError, parse_scenario
@@ -129,6 +129,24 @@ def test_log_steps_count_attempts_from_restart_lines_in_order(tmp_path: Path) ->
     steps.close()
     observed = [json.loads(x) for x in (tmp_path / "events" / "observed.jsonl").read_text().splitlines()]
     assert [(e["attempt"], e["iteration"], e["loss"], e["observed"]) for e in observed][-1] == (1, 2, 1.9, True)
+
+
+def test_a_signal_fault_fires_in_an_attempt_only_the_ranks_number(tmp_path: Path) -> None:
+    """An in-process restart starts attempt 1 with no launcher line: the ranks' steps tell the runner."""
+    fault = PlannedFault("f0", "sigterm", None, attempt=1, at_step=3, delay_s=None, options={"target": "all", "grace_s": 5})
+    runner = EventLog(tmp_path, "runner", rank=-1, attempt=0)
+    faults = ExternalFaults([fault], runner, "no-such-run", EventSteps(tmp_path))
+    ranks = EventLog(tmp_path, "rank-0", rank=0, attempt=0)
+    for step in (1, 2, 3):
+        ranks.emit("step", iteration=step)
+    faults.tick()
+    assert faults.armed[0].fired_at is None
+    ranks.attempt = 1
+    ranks.emit("step", iteration=3)
+    faults.tick()
+    assert faults.armed[0].fired_at is not None
+    fired = [json.loads(x) for x in (tmp_path / "events" / "runner.jsonl").read_text().splitlines()]
+    assert [(e["event"], e["attempt"], e["iteration"]) for e in fired] == [("fault_injected", 1, 3)]
 
 
 def test_worker_pids_ignore_processes_of_other_runs() -> None:
