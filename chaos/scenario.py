@@ -539,6 +539,22 @@ class Scenario(_Strict):
         elif any(f.at_step is not None for f in self.faults):
             raise ValueError("step_pattern: required when a fault of a `command` fires at_step")
 
+    def last_attempt(self, cfg: TrainerConfig) -> tuple[int | None, str]:
+        """The highest attempt the run can reach (None: no bound), and why.
+
+        Each launch has max_restarts + 1 launcher rounds, a relaunch is one more launch, and under in-process
+        restart each round has up to max_iterations attempts (NVRx's RetryController stops the Wrapper at
+        iteration max_iterations; no bound when null).
+        """
+        rounds, why = (self.max_restarts + 1) * (2 if self.relaunch else 1), f"max_restarts {self.max_restarts}"
+        why += ", relaunch" if self.relaunch else ""
+        if not cfg.inprocess_restart.enabled:
+            return rounds - 1, why
+        per_round = cfg.inprocess_restart.max_iterations
+        if per_round is None:
+            return None, why + ", in-process restarts unbounded"
+        return rounds * per_round - 1, why + f", inprocess_restart.max_iterations {per_round}"
+
     def _check_faults(self, cfg: TrainerConfig) -> None:
         iters, world = cfg.train.train_iters, self.world_size
         sim_rank = cfg.ft.simulated_fault_rank
@@ -559,8 +575,9 @@ class Scenario(_Strict):
                 raise ValueError(f"faults[{i}].at_step: {fault.at_step} is not a checkpoint step (save_interval {interval})")
             if fault.after_s is not None and fault.after_s >= self.deadline_s:
                 raise ValueError(f"faults[{i}].after_s: {fault.after_s:g} is past deadline_s ({self.deadline_s:g})")
-            if fault.attempt > self.max_restarts:
-                raise ValueError(f"faults[{i}].attempt: {fault.attempt} is past max_restarts ({self.max_restarts})")
+            last, why = self.last_attempt(cfg)
+            if last is not None and fault.attempt > last:
+                raise ValueError(f"faults[{i}].attempt: {fault.attempt} is past the run's last attempt ({last}: {why})")
 
     def _check_expect(self, cfg: TrainerConfig) -> None:
         e, iters = self.expect, cfg.train.train_iters
@@ -575,8 +592,9 @@ class Scenario(_Strict):
                     f"expect.resumed_from_step: {e.resumed_from_step} is not a checkpoint step "
                     f"(save_interval {interval}, train_iters {iters})"
                 )
-        if e.restarts is not None and e.restarts.min is not None and e.restarts.min > self.max_restarts:
-            raise ValueError(f"expect.restarts: min {e.restarts.min:g} exceeds max_restarts ({self.max_restarts})")
+        last, why = self.last_attempt(cfg)
+        if e.restarts is not None and e.restarts.min is not None and last is not None and e.restarts.min > last:
+            raise ValueError(f"expect.restarts: min {e.restarts.min:g} is past the run's last attempt ({last}: {why})")
         if e.lost_steps is not None and e.lost_steps.min is not None and e.lost_steps.min > iters:
             raise ValueError(f"expect.lost_steps: min {e.lost_steps.min:g} exceeds train.train_iters ({iters})")
         for name in ("time_to_detect_s", "time_to_recover_s"):

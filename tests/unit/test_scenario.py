@@ -161,7 +161,7 @@ RULES: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "both triggers": (_set("faults.0.after_s", 1.0), "faults[0]: give exactly one trigger: at_step or after_s"),
     "neither trigger": (_drop("faults.2.at_step"), "faults[2]: give exactly one trigger: at_step or after_s"),
     "after_s past the deadline": (_set("faults.1.after_s", 60), "faults[1].after_s: 60 is past deadline_s (60)"),
-    "attempt past max_restarts": (_set("faults.1.attempt", 3), "faults[1].attempt: 3 is past max_restarts (2)"),
+    "attempt past max_restarts": (_set("faults.1.attempt", 3), "faults[1].attempt: 3 is past the run's last attempt (2: max_restarts 2)"),
     "min above max": (
         _set("expect.lost_steps", {"min": 3, "max": 1}),
         "expect.lost_steps: min (3) is greater than max (1): no value can hold",
@@ -185,7 +185,7 @@ RULES: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     ),
     "restarts beyond max_restarts": (
         _set("expect.restarts", {"min": 3}),
-        "expect.restarts: min 3 exceeds max_restarts (2)",
+        "expect.restarts: min 3 is past the run's last attempt (2: max_restarts 2)",
     ),
     "detection beyond the deadline": (
         _set("expect.time_to_detect_s", {"min": 61}),
@@ -241,6 +241,27 @@ def test_each_rule_names_the_file_and_the_field(
     data = valid()
     change(data)
     assert error(write(tmp_path, data)).startswith(expected)
+
+
+IN_PROCESS = {"inprocess_restart.enabled": True}
+
+
+@pytest.mark.parametrize(
+    ("top", "trainer", "last"),
+    [
+        ({}, {}, 2),
+        ({"relaunch": True}, {}, 5),
+        ({}, {**IN_PROCESS, "inprocess_restart.max_iterations": 2}, 5),
+        ({}, IN_PROCESS, None),
+    ],
+    ids=["launcher rounds", "with a relaunch", "in-process, bounded", "in-process, unbounded"],
+)
+def test_the_last_attempt_counts_every_kind_of_restart(top: dict[str, Any], trainer: dict[str, Any], last: int | None) -> None:
+    """max_restarts 2: three launcher rounds, a relaunch doubles them, in-process restarts multiply them."""
+    data = {**valid(), **top}
+    data["trainer"].update(trainer)
+    scenario = parse_scenario(data, "sample.yaml")
+    assert scenario.last_attempt(scenario.trainer_config())[0] == last
 
 
 def test_name_must_match_the_file_name(tmp_path: Path) -> None:
