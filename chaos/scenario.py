@@ -546,8 +546,8 @@ class Scenario(_Strict):
         restart each round has up to max_iterations attempts (NVRx's RetryController stops the Wrapper at
         iteration max_iterations; no bound when null).
         """
-        rounds, why = (self.max_restarts + 1) * (2 if self.relaunch else 1), f"max_restarts {self.max_restarts}"
-        why += ", relaunch" if self.relaunch else ""
+        rounds = (self.max_restarts + 1) * (2 if self.relaunch else 1)
+        why = f"max_restarts {self.max_restarts}" + (", relaunch" if self.relaunch else "")
         if not cfg.inprocess_restart.enabled:
             return rounds - 1, why
         per_round = cfg.inprocess_restart.max_iterations
@@ -558,6 +558,7 @@ class Scenario(_Strict):
     def _check_faults(self, cfg: TrainerConfig) -> None:
         iters, world = cfg.train.train_iters, self.world_size
         sim_rank = cfg.ft.simulated_fault_rank
+        last, why = self.last_attempt(cfg)
         if sim_rank is not None and not 0 <= sim_rank < world:
             raise ValueError(f"trainer.ft.simulated_fault_rank: {sim_rank} is outside the world (world_size {world})")
         for i, fault in enumerate(self.faults):
@@ -575,7 +576,6 @@ class Scenario(_Strict):
                 raise ValueError(f"faults[{i}].at_step: {fault.at_step} is not a checkpoint step (save_interval {interval})")
             if fault.after_s is not None and fault.after_s >= self.deadline_s:
                 raise ValueError(f"faults[{i}].after_s: {fault.after_s:g} is past deadline_s ({self.deadline_s:g})")
-            last, why = self.last_attempt(cfg)
             if last is not None and fault.attempt > last:
                 raise ValueError(f"faults[{i}].attempt: {fault.attempt} is past the run's last attempt ({last}: {why})")
 
