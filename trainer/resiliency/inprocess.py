@@ -38,11 +38,10 @@ STORE_TIMEOUT = timedelta(seconds=300)
 
 @dataclass(frozen=True)
 class InProcessIteration:
-    """What one Wrapper iteration hands the training session: its store, its Wrapper iteration, and its
-    attempt (the iteration numbered on from the attempts of earlier launcher rounds, see attempt_base)."""
+    """What one Wrapper iteration hands the training session: its store, and its attempt (the Wrapper's
+    iteration numbered on from the attempts of earlier launcher rounds, see attempt_base)."""
 
     store: dist.Store
-    iteration: int
     attempt: int
 
 
@@ -156,7 +155,7 @@ def run_inprocess(cfg: TrainerConfig) -> int:
 
         iteration = call_wrapper.iteration
         store = dist.PrefixStore(f"inprocess-{iteration}", coordination)
-        with TrainingSession(cfg, InProcessIteration(store, iteration, base + iteration)) as session:
+        with TrainingSession(cfg, InProcessIteration(store, base + iteration)) as session:
             session.events.emit("inprocess_start", inprocess_iteration=iteration, launch_round=current_attempt())
             try:
                 return session.run()
