@@ -19,7 +19,7 @@ from typing import Any
 from chaos.runner import execute, new_run_dir
 from chaos.scenario import parse_scenario
 from chaos.timeline import Metrics, load_run
-from trainer.events import read_events
+from runlog.log import read_events
 
 Event = dict[str, Any]
 

@@ -16,7 +16,7 @@ from functools import partial
 from pathlib import Path
 
 from chaos.timeline import final_losses
-from trainer.events import read_events
+from runlog.log import read_events
 
 Tolerance = str | float
 """``"exact"`` (bit for bit), ``"bf16"`` (relative 2**-7) or an absolute tolerance."""

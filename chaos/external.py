@@ -30,7 +30,7 @@ from pathlib import Path
 from chaos.launch import classify, marked_pids, marked_processes
 from chaos.plan import PlannedFault
 from chaos.scenario import SIGNAL_FAULTS
-from trainer.events import EventLog
+from runlog.log import EventLog
 
 STEP_FAULT_SIGNALS = {"sigterm": signal.SIGTERM, "sigkill": signal.SIGKILL, "sigstop": signal.SIGSTOP}
 

@@ -21,8 +21,8 @@ from chaos.corrupt import corrupt_newest
 from chaos.loss_faults import LossFaults, is_persistent
 from chaos.plan import PlannedFault, read_plan
 from chaos.scenario import LOSS_FAULTS, SIGNAL_FAULTS
+from runlog.log import EventLog
 from trainer.components import Component
-from trainer.events import EventLog
 from trainer.resiliency.ft import fire
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainer.events import EventLog
+from runlog.log import EventLog
 
 RUN_ID_VAR = "CHAOS_RUN_ID"
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import torch
 
 from chaos.plan import PlannedFault
-from trainer.events import node_id
+from runlog.log import node_id
 
 
 def is_persistent(fault: PlannedFault) -> bool:

@@ -43,8 +43,8 @@ from chaos.launch import (
 )
 from chaos.plan import PlannedFault
 from chaos.scenario import NODE_FAULTS
+from runlog.log import ATTEMPT_BASE_VAR, EventLog
 from trainer import nvrx_compat
-from trainer.events import ATTEMPT_BASE_VAR, EventLog
 
 NODE_VAR = "CHAOS_NODE_ID"
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.scenario import Scenario
-from trainer.events import node_id
+from runlog.log import node_id
 
 
 @dataclass(frozen=True)

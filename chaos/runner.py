@@ -30,9 +30,9 @@ from chaos.report import build_journal, format_summary, plot_timeline, write_jou
 from chaos.scenario import Scenario, ScenarioError, parse_scenario
 from chaos.timeline import load_run
 from chaos.verdicts import Verdict, compare_runs, judge
+from runlog.log import ATTEMPT_BASE_VAR, EventLog, read_events
 from trainer import nvrx_compat
 from trainer.distributed import STORE_PORT_VAR, wants_cuda
-from trainer.events import ATTEMPT_BASE_VAR, EventLog, read_events
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SCENARIO_COPY = "scenario.yaml"

@@ -34,8 +34,8 @@ from chaos.launch import RUN_ID_VAR
 from chaos.nodes import NODE_VAR, node_name, node_pids
 from chaos.plan import PlannedFault, plan_faults, read_plan
 from chaos.scenario import Scenario, ScenarioError
+from runlog.log import EventLog
 from trainer import nvrx_compat
-from trainer.events import EventLog
 
 RDZV_PORT = 29500
 WATCHED = ("node_killed", "node_hung")
@@ -116,10 +116,10 @@ def sbatch_script(scenario: Scenario, out_dir: str, seed: int | None = None) -> 
         _heredoc("$RUN_DIR/plan.json", json.dumps(plan, indent=1)),
         _heredoc("$RUN_DIR/ft.yaml", ft_yaml),
         "export RUN_DIR HEAD PORT",
-        "python -c \"from trainer.events import EventLog; EventLog('$RUN_DIR', 'runner', rank=-1).emit('launch')\"",
+        "python -c \"from runlog.log import EventLog; EventLog('$RUN_DIR', 'runner', rank=-1).emit('launch')\"",
         f"srun --nodes={nodes} --ntasks-per-node=1 --kill-on-bad-exit=0 bash -c {shlex.quote(task)}",
         "CODE=$?",
-        "python -c \"from trainer.events import EventLog; EventLog('$RUN_DIR', 'runner', rank=-1).emit('launcher_exit', code=$CODE)\"",
+        "python -c \"from runlog.log import EventLog; EventLog('$RUN_DIR', 'runner', rank=-1).emit('launcher_exit', code=$CODE)\"",
         "exit $CODE",
         "",
     ])

@@ -1,6 +1,6 @@
 """What happened in a run, and how fast it recovered, computed from its events alone.
 
-Pure functions of the event list that ``trainer.events.read_events`` returns, so a run folder can be judged
+Pure functions of the event list that ``runlog.log.read_events`` returns, so a run folder can be judged
 again later and tests can hand-build events with chosen ``mono`` stamps. docs/events.md names the events;
 the metric meanings (detect, recover, lost steps, goodput) are fixed here and nowhere else.
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainer.events import read_events
+from runlog.log import read_events
 
 Event = dict[str, Any]
 

@@ -30,8 +30,8 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 
+from runlog.log import EventLog
 from trainer.config import CheckpointConfig
-from trainer.events import EventLog
 
 log = logging.getLogger(__name__)
 

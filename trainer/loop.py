@@ -20,12 +20,12 @@ import torch.distributed as dist
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from runlog.log import EventLog
 from trainer.checkpoint import Checkpointer, atomic_write_text
 from trainer.components import Component
 from trainer.config import ConfigError, SchedulerConfig, TrainerConfig
 from trainer.data import Sampler, build_corpus
 from trainer.distributed import DistEnv, all_ranks_agree
-from trainer.events import EventLog
 from trainer.model import GPT
 from trainer.resiliency.rerun import step_runner
 

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 
 import torch.distributed as dist
 
+from runlog.log import EventLog
 from trainer.components import Component
 from trainer.config import ConfigError, TrainerConfig
 from trainer.distributed import DistEnv, init_distributed
-from trainer.events import EventLog
 from trainer.loop import Trainer, versions
 from trainer.resiliency.ft import FaultTolerance
 from trainer.resiliency.preemption import Preemption

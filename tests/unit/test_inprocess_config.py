@@ -51,7 +51,7 @@ def test_bridge_default_intervals_are_flagged_as_able_to_miss_the_soft_timeout()
 def test_inprocess_attempts_continue_after_a_launcher_restart(tmp_path, monkeypatch) -> None:
     """The Wrapper counts iterations from 0 in each process; a new launcher round must not reuse the
     attempts of the rounds before it (a fault armed for attempt 0 would fire again)."""
-    from trainer.events import EventLog
+    from runlog.log import EventLog
     from trainer.resiliency.inprocess import attempt_base
 
     def start(rank: int, attempt: int, launch_round: int) -> None:

@@ -18,9 +18,9 @@ from chaos.repeat import replay_inputs, spread
 from chaos.runner import SCENARIO_COPY, external_command
 from chaos.scenario import ScenarioError, parse_scenario
 from chaos.timeline import compute_metrics
+from runlog.log import EventLog
 from trainer.checkpoint import verify, write_manifest
 from trainer.config import ConfigError
-from trainer.events import EventLog
 from trainer.resiliency.preemption import Preemption, parse_signal
 
 BASE = {"schema_version": 1, "name": "t", "description": "d", "world_size": 2, "trainer": {"train.train_iters": 20, "checkpoint.save_interval": 5}}

@@ -10,7 +10,7 @@ from chaos.report import build_journal, format_summary, plot_timeline, write_jou
 from chaos.scenario import parse_scenario
 from chaos.timeline import load_run
 from chaos.verdicts import judge
-from trainer.events import EventLog
+from runlog.log import EventLog
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 SCENARIO = parse_scenario(

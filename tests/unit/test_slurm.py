@@ -14,7 +14,7 @@ import yaml
 from chaos.runner import SCENARIO_COPY, judge_run_dir
 from chaos.scenario import ScenarioError, load_scenario
 from chaos.slurm import sbatch_script
-from trainer.events import EventLog
+from runlog.log import EventLog
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chaos.timeline import build_timeline, compute_metrics, final_losses, load_run
-from trainer.events import EventLog
+from runlog.log import EventLog
 
 
 def ev(event: str, mono: float, rank: int = 0, attempt: int = 0, **fields) -> dict:

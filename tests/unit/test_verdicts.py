@@ -12,7 +12,7 @@ import torch
 from chaos.scenario import Expect
 from chaos.timeline import Metrics
 from chaos.verdicts import BaselineCheck, compare_runs, judge
-from trainer.events import EventLog
+from runlog.log import EventLog
 
 RECOVERED = Metrics(
     exit_code=0, restarts=1, completed_steps=12, wall_s=10.0, goodput=0.5, losses={}, checkpoints_saved=(5, 10),

@@ -17,10 +17,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from runlog.log import EventLog
 from trainer.checkpoint import atomic_write_text
 from trainer.components import Component
 from trainer.config import FaultToleranceConfig
-from trainer.events import EventLog
 
 if TYPE_CHECKING:
     from trainer.loop import Trainer

@@ -26,9 +26,9 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from runlog.log import EventLog, current_attempt, read_events
 from trainer import nvrx_compat
 from trainer.config import InProcessRestartConfig, TrainerConfig
-from trainer.events import EventLog, current_attempt, read_events
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ import signal
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from runlog.log import EventLog
 from trainer.components import Component
 from trainer.config import ConfigError
-from trainer.events import EventLog
 
 if TYPE_CHECKING:
     from trainer.loop import Trainer

@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import torch
 import torch.distributed as dist
 
+from runlog.log import EventLog, node_id
 from trainer.components import Component
 from trainer.config import RerunStateMachineConfig
 from trainer.distributed import DistEnv
-from trainer.events import EventLog, node_id
 
 if TYPE_CHECKING:
     from trainer.loop import Trainer

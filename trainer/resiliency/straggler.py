@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from runlog.log import EventLog
 from trainer import nvrx_compat
 from trainer.components import Component
 from trainer.config import NVRxStragglerDetectionConfig
 from trainer.distributed import all_ranks_agree
-from trainer.events import EventLog
 
 if TYPE_CHECKING:
     from trainer.loop import Trainer
