@@ -83,7 +83,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_correlate(args: argparse.Namespace) -> int:
-    from chaos.correlate import correlate
+    from chaos.judge.correlate import correlate
 
     tolerance: str | float = args.tolerance
     if tolerance not in ("exact", "bf16"):

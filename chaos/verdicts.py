@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from chaos.correlate import correlate, read_losses
+from chaos.judge.correlate import correlate, read_losses
 from chaos.scenario import Baseline, Expect, Limit
 from chaos.timeline import Metrics
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chaos.correlate import correlate, parse_log, read_losses
+from chaos.judge.correlate import correlate, parse_log, read_losses
 from runlog.log import EventLog
 
 LOSSES = {i: 2.0 + 4.0 / (i + 2) for i in range(1, 13)}

@@ -127,5 +127,5 @@ def test_missing_steps_or_weights_fail(tmp_path, baseline):
 
 
 def test_verdicts_import_without_torch():
-    code = "import sys; sys.modules['torch'] = None; import chaos.verdicts, chaos.report, chaos.correlate"
+    code = "import sys; sys.modules['torch'] = None; import chaos.verdicts, chaos.report, chaos.judge.correlate"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
