@@ -106,7 +106,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
 
 
 def cmd_slurm(args: argparse.Namespace) -> int:
-    from chaos.slurm import sbatch_script
+    from chaos.supervise.slurm import sbatch_script
 
     script = sbatch_script(load_scenario(resolve(args.scenario, DEFAULT_SCENARIOS)), args.run_root, args.seed)
     if args.out is None:

@@ -13,7 +13,7 @@ import yaml
 
 from chaos.runner import SCENARIO_COPY, judge_run_dir
 from chaos.scenario import ScenarioError, load_scenario
-from chaos.slurm import sbatch_script
+from chaos.supervise.slurm import sbatch_script
 from runlog.log import EventLog
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
@@ -59,7 +59,7 @@ def test_a_two_node_scenario_gets_a_watcher_per_node_and_waiting_spares() -> Non
     assert "#SBATCH --nodes=3\n" in text and "srun --nodes=3" in text
     assert "--nnodes=2 --nproc-per-node=1" in text
     task = srun_task(text)
-    assert 'python -m chaos.slurm watch "$RUN_DIR" "$CHAOS_NODE_ID" &' in task
+    assert 'python -m chaos.supervise.slurm watch "$RUN_DIR" "$CHAOS_NODE_ID" &' in task
     assert 'if [ "$SLURM_NODEID" -ge 2 ]; then' in task
 
 

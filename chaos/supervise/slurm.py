@@ -9,7 +9,7 @@ every rank appends its events there, each agent's output goes to ``launcher-node
 
 Faults: the trainer-side plan (rank_killed, rank_hung, nan_loss, ...) is read by every rank from the run
 folder, unchanged. Node faults have no runner on a cluster, so each srun task starts
-``python -m chaos.slurm watch`` beside its agent: it reads the step events from the shared run folder and
+``python -m chaos.supervise.slurm watch`` beside its agent: it reads the step events from the shared run folder and
 fires its own node's node_killed (SIGKILL to every process of the run on the node, found by the marker and
 node identity, as chaos/nodes.py does here) and node_hung (SIGSTOP to the node's ranks). node_rejoin needs a
 new allocation, which a script cannot make: use ``spares`` (agents that wait in the rendezvous) instead.
@@ -87,7 +87,7 @@ def sbatch_script(scenario: Scenario, out_dir: str, seed: int | None = None) -> 
         f'if [ "$SLURM_NODEID" -ge {scenario.nodes} ]; then',
         '  until grep -qs \'"event": "step"\' "$RUN_DIR"/events/rank-*.jsonl; do sleep 1; done',
         "fi",
-        'python -m chaos.slurm watch "$RUN_DIR" "$CHAOS_NODE_ID" &',
+        'python -m chaos.supervise.slurm watch "$RUN_DIR" "$CHAOS_NODE_ID" &',
         "WATCH=$!",
         f'{_agent_command(scenario)} > "$RUN_DIR/launcher-$CHAOS_NODE_ID.log" 2>&1',
         "CODE=$?",
@@ -165,8 +165,8 @@ def _fire(fault: PlannedFault, node: str, events: EventLog, iteration: int | Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m chaos.slurm watch RUN_DIR NODE``: the node-side watcher an sbatch script starts."""
-    p = argparse.ArgumentParser(prog="python -m chaos.slurm")
+    """``python -m chaos.supervise.slurm watch RUN_DIR NODE``: the node-side watcher an sbatch script starts."""
+    p = argparse.ArgumentParser(prog="python -m chaos.supervise.slurm")
     sub = p.add_subparsers(dest="command", required=True)
     w = sub.add_parser("watch", help="fire this node's node faults from the run folder's plan")
     w.add_argument("run_dir")
