@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-from chaos.timeline import Metrics
+from chaos.judge.timeline import Metrics
 
 Event = dict[str, Any]
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from chaos.judge.timeline import Metrics, load_run
 from chaos.runner import execute, new_run_dir
 from chaos.scenario import parse_scenario
-from chaos.timeline import Metrics, load_run
 from runlog.log import read_events
 
 Event = dict[str, Any]

@@ -188,7 +188,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     """A table of this session's runs (from their journals, so it works under xdist), also as summary.md."""
-    from chaos.report import summary_table
+    from chaos.judge.report import summary_table
 
     out = config.getoption("chaos_out")
     if not out or _STARTED not in config.stash:

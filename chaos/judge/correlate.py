@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from chaos.timeline import final_losses
+from chaos.judge.timeline import final_losses
 from runlog.log import read_events
 
 Tolerance = str | float

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from chaos.judge.timeline import compute_metrics
+from chaos.judge.verdicts import judge
 from chaos.scenario import Expect
-from chaos.timeline import compute_metrics
-from chaos.verdicts import judge
 
 
 def ev(name: str, mono: float, rank: int = 0, **fields: Any) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chaos.timeline import build_timeline, compute_metrics, final_losses, load_run
+from chaos.judge.timeline import build_timeline, compute_metrics, final_losses, load_run
 from runlog.log import EventLog
 
 

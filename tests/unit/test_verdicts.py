@@ -9,9 +9,9 @@ import sys
 import pytest
 import torch
 
+from chaos.judge.timeline import Metrics
+from chaos.judge.verdicts import BaselineCheck, compare_runs, judge
 from chaos.scenario import Expect
-from chaos.timeline import Metrics
-from chaos.verdicts import BaselineCheck, compare_runs, judge
 from runlog.log import EventLog
 
 RECOVERED = Metrics(
@@ -127,5 +127,5 @@ def test_missing_steps_or_weights_fail(tmp_path, baseline):
 
 
 def test_verdicts_import_without_torch():
-    code = "import sys; sys.modules['torch'] = None; import chaos.verdicts, chaos.report, chaos.judge.correlate"
+    code = "import sys; sys.modules['torch'] = None; import chaos.judge.verdicts, chaos.judge.report, chaos.judge.correlate"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from chaos.judge.correlate import correlate, read_losses
+from chaos.judge.timeline import Metrics
 from chaos.scenario import Baseline, Expect, Limit
-from chaos.timeline import Metrics
 
 NOT_OBSERVED = "not observed"
 WEIGHTS_FILE = "final_weights.pt"

@@ -15,9 +15,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from chaos.judge.timeline import Mark, Metrics, Step, Timeline
+from chaos.judge.verdicts import Verdict
 from chaos.scenario import Scenario
-from chaos.timeline import Mark, Metrics, Step, Timeline
-from chaos.verdicts import Verdict
 
 JOURNAL_SCHEMA_VERSION = 1
 
