@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from chaos.judge.timeline import Metrics, load_run
-from chaos.runner import execute, new_run_dir
 from chaos.scenario import parse_scenario
+from chaos.supervise.runner import execute, new_run_dir
 from runlog.log import read_events
 
 Event = dict[str, Any]

@@ -24,7 +24,7 @@ def resolve(target: str, folder: Path) -> Path:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from chaos.runner import run_scenario
+    from chaos.supervise.runner import run_scenario
 
     path = resolve(args.scenario, Path(args.scenario_dir))
     scenario = load_scenario(path)
@@ -48,7 +48,7 @@ def _repeat(scenario, path: Path, args: argparse.Namespace) -> int:  # noqa: ANN
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from chaos.repeat import replay_inputs
-    from chaos.runner import run_scenario
+    from chaos.supervise.runner import run_scenario
 
     scenario, seed = replay_inputs(Path(args.journal))
     outcome = run_scenario(scenario, Path(args.out), seed=seed, keep=args.keep)
@@ -98,7 +98,7 @@ def cmd_correlate(args: argparse.Namespace) -> int:
 
 
 def cmd_judge(args: argparse.Namespace) -> int:
-    from chaos.runner import judge_run_dir
+    from chaos.supervise.runner import judge_run_dir
 
     outcome = judge_run_dir(Path(args.run_dir))
     print(outcome.summary)

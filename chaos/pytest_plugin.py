@@ -132,9 +132,9 @@ def run_scenario(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, record_property: Callable
 ) -> Callable:
     """Run a scenario file; returns the RunOutcome and records each verdict as a JUnit property."""
-    from chaos.runner import on_device
-    from chaos.runner import run_scenario as run
     from chaos.scenario import load_scenario
+    from chaos.supervise.runner import on_device
+    from chaos.supervise.runner import run_scenario as run
 
     chosen = request.config.getoption("chaos_out")
     out = Path(chosen) if chosen else tmp_path_factory.mktemp("chaos-runs")

@@ -20,8 +20,8 @@ from typing import Any
 import yaml
 
 from chaos.plan import PlannedFault, plan_faults
-from chaos.runner import SCENARIO_COPY, RunOutcome, run_scenario
 from chaos.scenario import Scenario, ScenarioError, parse_scenario
+from chaos.supervise.runner import SCENARIO_COPY, RunOutcome, run_scenario
 
 SPREAD_METRICS = (
     "restarts", "completed_steps", "wall_s", "goodput", "time_to_detect_s", "time_to_recover_s",

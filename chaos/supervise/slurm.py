@@ -29,11 +29,11 @@ from pathlib import Path
 
 import yaml
 
-from chaos.external import EventSteps, alive
-from chaos.launch import RUN_ID_VAR
-from chaos.nodes import NODE_VAR, node_name, node_pids
 from chaos.plan import PlannedFault, plan_faults, read_plan
 from chaos.scenario import Scenario, ScenarioError
+from chaos.supervise.launch import RUN_ID_VAR
+from chaos.supervise.nodes import NODE_VAR, node_name, node_pids
+from chaos.supervise.signals import EventSteps, alive
 from runlog.log import EventLog
 from trainer import nvrx_compat
 

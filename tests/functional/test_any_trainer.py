@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from chaos.runner import run_scenario
 from chaos.scenario import parse_scenario
+from chaos.supervise.runner import run_scenario
 
 SCRIPT = ["python", "tests/functional/standalone/ddp_train.py", "--ckpt", "{run_dir}/ckpt.pt", "--steps", "30"]
 PATTERN = r"^step (?P<step>\d+) loss (?P<loss>\S+)"

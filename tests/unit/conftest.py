@@ -81,7 +81,7 @@ class Launch:
         return {e["iteration"]: e["loss"] for e in self.events("step", rank)}
 
     def start(self) -> Launch:
-        from chaos.ports import reserve_ports
+        from chaos.supervise.ports import reserve_ports
 
         _prewarm()
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -147,7 +147,7 @@ class Launch:
                 self.codes[pid] = os.waitstatus_to_exitcode(status)
 
     def _release(self) -> None:
-        from chaos.ports import release_ports
+        from chaos.supervise.ports import release_ports
 
         release_ports(self.ports)
         self.ports = []

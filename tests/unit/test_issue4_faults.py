@@ -12,12 +12,12 @@ import pytest
 import yaml
 
 from chaos.corrupt import corrupt_newest
-from chaos.external import EventSteps, ExternalFaults, LogSteps, alive, worker_pids
 from chaos.judge.timeline import compute_metrics
 from chaos.plan import PlannedFault, plan_faults
 from chaos.repeat import replay_inputs, spread
-from chaos.runner import SCENARIO_COPY, external_command
 from chaos.scenario import ScenarioError, parse_scenario
+from chaos.supervise.runner import SCENARIO_COPY, external_command
+from chaos.supervise.signals import EventSteps, ExternalFaults, LogSteps, alive, worker_pids
 from runlog.log import EventLog
 from trainer.checkpoint import verify, write_manifest
 from trainer.config import ConfigError

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from chaos.judge.timeline import compute_metrics
-from chaos.nodes import Cluster, ClusterSpec, agent_command, gpu_blocks, node_block, visible_gpus
 from chaos.scenario import ScenarioError, parse_scenario
+from chaos.supervise.nodes import Cluster, ClusterSpec, agent_command, gpu_blocks, node_block, visible_gpus
 from trainer import nvrx_compat
 
 

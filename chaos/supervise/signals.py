@@ -27,9 +27,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from chaos.launch import classify, marked_pids, marked_processes
 from chaos.plan import PlannedFault
 from chaos.scenario import SIGNAL_FAULTS
+from chaos.supervise.launch import classify, marked_pids, marked_processes
 from runlog.log import EventLog
 
 STEP_FAULT_SIGNALS = {"sigterm": signal.SIGTERM, "sigkill": signal.SIGKILL, "sigstop": signal.SIGSTOP}

@@ -31,8 +31,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO
 
-from chaos.external import ArmedFault, EventSteps, ExternalFaults
-from chaos.launch import (
+from chaos.plan import PlannedFault
+from chaos.scenario import NODE_FAULTS
+from chaos.supervise.launch import (
     RUN_ID_VAR,
     LaunchResult,
     LaunchSpec,
@@ -41,8 +42,7 @@ from chaos.launch import (
     marked_processes,
     stop_group,
 )
-from chaos.plan import PlannedFault
-from chaos.scenario import NODE_FAULTS
+from chaos.supervise.signals import ArmedFault, EventSteps, ExternalFaults
 from runlog.log import ATTEMPT_BASE_VAR, EventLog
 from trainer import nvrx_compat
 

@@ -19,22 +19,22 @@ from typing import Any
 
 import yaml
 
-from chaos.external import EventSteps, ExternalFaults, LogSteps
 from chaos.judge.baseline import ensure_baseline
 from chaos.judge.report import build_journal, format_summary, plot_timeline, write_journal
 from chaos.judge.timeline import load_run
 from chaos.judge.verdicts import Verdict, compare_runs, judge
-from chaos.launch import Launch, LaunchResult, LaunchSpec
-from chaos.nodes import ClusterSpec, gpu_blocks, run_cluster, visible_gpus
 from chaos.plan import PlannedFault, plan_faults, read_plan, write_plan
-from chaos.ports import release_ports, reserve_ports
-from chaos.progress import ProgressView
 from chaos.scenario import Scenario, ScenarioError, parse_scenario
+from chaos.supervise.launch import Launch, LaunchResult, LaunchSpec
+from chaos.supervise.nodes import ClusterSpec, gpu_blocks, run_cluster, visible_gpus
+from chaos.supervise.ports import release_ports, reserve_ports
+from chaos.supervise.progress import ProgressView
+from chaos.supervise.signals import EventSteps, ExternalFaults, LogSteps
 from runlog.log import ATTEMPT_BASE_VAR, EventLog, read_events
 from trainer import nvrx_compat
 from trainer.distributed import STORE_PORT_VAR, wants_cuda
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SCENARIO_COPY = "scenario.yaml"
 
 
