@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from chaos.scenario import ScenarioError, load_scenario, scenario_files
+from chaos.schema.scenario import ScenarioError, load_scenario, scenario_files
 
 DEFAULT_SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 

@@ -19,8 +19,8 @@ import torch.distributed as dist
 
 from chaos.corrupt import corrupt_newest
 from chaos.loss_faults import LossFaults, is_persistent
-from chaos.plan import PlannedFault, read_plan
-from chaos.scenario import LOSS_FAULTS, SIGNAL_FAULTS
+from chaos.schema.plan import PlannedFault, read_plan
+from chaos.schema.scenario import LOSS_FAULTS, SIGNAL_FAULTS
 from runlog.log import EventLog
 from trainer.components import Component
 from trainer.resiliency.ft import fire

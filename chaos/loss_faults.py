@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import torch
 
-from chaos.plan import PlannedFault
+from chaos.schema.plan import PlannedFault
 from runlog.log import node_id
 
 

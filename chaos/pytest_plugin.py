@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from chaos.scenario import Scenario
+    from chaos.schema.scenario import Scenario
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -51,7 +51,7 @@ def _scenario_dir(config: pytest.Config) -> Path:
 
 def selected_scenarios(config: pytest.Config) -> list[Path]:
     """The scenario files to run; an unknown --scenario name is a usage error listing the known ones."""
-    from chaos.scenario import scenario_files
+    from chaos.schema.scenario import scenario_files
 
     files = scenario_files(_scenario_dir(config))
     wanted = config.getoption("chaos_scenarios")
@@ -66,7 +66,7 @@ def selected_scenarios(config: pytest.Config) -> list[Path]:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "scenario_file" in metafunc.fixturenames:
-        from chaos.scenario import load_scenario
+        from chaos.schema.scenario import load_scenario
 
         files = selected_scenarios(metafunc.config)
         params = [
@@ -132,7 +132,7 @@ def run_scenario(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, record_property: Callable
 ) -> Callable:
     """Run a scenario file; returns the RunOutcome and records each verdict as a JUnit property."""
-    from chaos.scenario import load_scenario
+    from chaos.schema.scenario import load_scenario
     from chaos.supervise.runner import on_device
     from chaos.supervise.runner import run_scenario as run
 

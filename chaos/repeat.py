@@ -19,8 +19,8 @@ from typing import Any
 
 import yaml
 
-from chaos.plan import PlannedFault, plan_faults
-from chaos.scenario import Scenario, ScenarioError, parse_scenario
+from chaos.schema.plan import PlannedFault, plan_faults
+from chaos.schema.scenario import Scenario, ScenarioError, parse_scenario
 from chaos.supervise.runner import SCENARIO_COPY, RunOutcome, run_scenario
 
 SPREAD_METRICS = (

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 
-from chaos.scenario import Scenario
+from chaos.schema.scenario import Scenario
 
 DEFAULT_CACHE = Path(".chaos-cache") / "baselines"
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from chaos.judge.timeline import Mark, Metrics, Step, Timeline
 from chaos.judge.verdicts import Verdict
-from chaos.scenario import Scenario
+from chaos.schema.scenario import Scenario
 
 JOURNAL_SCHEMA_VERSION = 1
 

@@ -31,8 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO
 
-from chaos.plan import PlannedFault
-from chaos.scenario import NODE_FAULTS
+from chaos.schema.plan import PlannedFault
+from chaos.schema.scenario import NODE_FAULTS
 from chaos.supervise.launch import (
     RUN_ID_VAR,
     LaunchResult,

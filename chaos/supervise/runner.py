@@ -23,8 +23,8 @@ from chaos.judge.baseline import ensure_baseline
 from chaos.judge.report import build_journal, format_summary, plot_timeline, write_journal
 from chaos.judge.timeline import load_run
 from chaos.judge.verdicts import Verdict, compare_runs, judge
-from chaos.plan import PlannedFault, plan_faults, read_plan, write_plan
-from chaos.scenario import Scenario, ScenarioError, parse_scenario
+from chaos.schema.plan import PlannedFault, plan_faults, read_plan, write_plan
+from chaos.schema.scenario import Scenario, ScenarioError, parse_scenario
 from chaos.supervise.launch import Launch, LaunchResult, LaunchSpec
 from chaos.supervise.nodes import ClusterSpec, gpu_blocks, run_cluster, visible_gpus
 from chaos.supervise.ports import release_ports, reserve_ports

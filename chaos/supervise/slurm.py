@@ -29,8 +29,8 @@ from pathlib import Path
 
 import yaml
 
-from chaos.plan import PlannedFault, plan_faults, read_plan
-from chaos.scenario import Scenario, ScenarioError
+from chaos.schema.plan import PlannedFault, plan_faults, read_plan
+from chaos.schema.scenario import Scenario, ScenarioError
 from chaos.supervise.launch import RUN_ID_VAR
 from chaos.supervise.nodes import NODE_VAR, node_name, node_pids
 from chaos.supervise.signals import EventSteps, alive

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from chaos.scenario import parse_scenario
+from chaos.schema.scenario import parse_scenario
 from chaos.supervise.runner import run_scenario
 
 SCRIPT = ["python", "tests/functional/standalone/ddp_train.py", "--ckpt", "{run_dir}/ckpt.pt", "--steps", "30"]

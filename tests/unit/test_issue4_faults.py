@@ -13,9 +13,9 @@ import yaml
 
 from chaos.corrupt import corrupt_newest
 from chaos.judge.timeline import compute_metrics
-from chaos.plan import PlannedFault, plan_faults
 from chaos.repeat import replay_inputs, spread
-from chaos.scenario import ScenarioError, parse_scenario
+from chaos.schema.plan import PlannedFault, plan_faults
+from chaos.schema.scenario import ScenarioError, parse_scenario
 from chaos.supervise.runner import SCENARIO_COPY, external_command
 from chaos.supervise.signals import EventSteps, ExternalFaults, LogSteps, alive, worker_pids
 from runlog.log import EventLog

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from chaos.pytest_plugin import machine_slot, sharing_gpus
-from chaos.scenario import load_scenario
+from chaos.schema.scenario import load_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from chaos.judge.timeline import compute_metrics
-from chaos.scenario import ScenarioError, parse_scenario
+from chaos.schema.scenario import ScenarioError, parse_scenario
 from chaos.supervise.nodes import Cluster, ClusterSpec, agent_command, gpu_blocks, node_block, visible_gpus
 from trainer import nvrx_compat
 

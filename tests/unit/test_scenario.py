@@ -11,7 +11,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chaos.scenario import Scenario, ScenarioError, load_scenario, parse_scenario, scenario_files
+from chaos.schema.scenario import Scenario, ScenarioError, load_scenario, parse_scenario, scenario_files
 from trainer.config import parse_override
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from chaos.scenario import ScenarioError, load_scenario
+from chaos.schema.scenario import ScenarioError, load_scenario
 from chaos.supervise.runner import SCENARIO_COPY, judge_run_dir
 from chaos.supervise.slurm import sbatch_script
 from runlog.log import EventLog

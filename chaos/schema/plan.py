@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos.scenario import Scenario
+from chaos.schema.scenario import Scenario
 from runlog.log import node_id
 
 
