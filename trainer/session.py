@@ -36,7 +36,7 @@ def build_components(cfg: TrainerConfig, env: DistEnv, events: EventLog) -> list
 
         components.append(StragglerDetection(cfg.nvrx_straggler, events))
     if cfg.fault_injection.plan:
-        from chaos.injector import FaultInjector
+        from chaos.hooks.injector import FaultInjector
 
         components.append(FaultInjector.from_plan_file(cfg.fault_injection.plan, events, cfg.checkpoint.save))
     return components

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from chaos.corrupt import corrupt_newest
+from chaos.hooks.storage import corrupt_newest
 from chaos.judge.timeline import compute_metrics
 from chaos.repeat import replay_inputs, spread
 from chaos.schema.plan import PlannedFault, plan_faults

@@ -10,8 +10,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from chaos.hooks.slow_rank import ForwardStretch, Slowdown
 from chaos.judge.timeline import compute_metrics
-from chaos.slow_rank import ForwardStretch, Slowdown
 from trainer.config import NVRxStragglerDetectionConfig
 from trainer.resiliency.straggler import CpuReporter, ForwardTimer, read_report, summarize
 

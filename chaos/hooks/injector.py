@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch.distributed as dist
 
-from chaos.corrupt import corrupt_newest
-from chaos.loss_faults import LossFaults, is_persistent
+from chaos.hooks.loss import LossFaults, is_persistent
+from chaos.hooks.storage import corrupt_newest
 from chaos.schema.plan import PlannedFault, read_plan
 from chaos.schema.scenario import LOSS_FAULTS, SIGNAL_FAULTS
 from runlog.log import EventLog
@@ -103,7 +103,7 @@ class FaultInjector(Component):
                 self._kill_if_async_save_in_flight(fault, trainer)
 
     def _slow_down(self, fault: PlannedFault, trainer: Trainer, iteration: int) -> None:
-        from chaos.slow_rank import Slowdown, slow_down
+        from chaos.hooks.slow_rank import Slowdown, slow_down
 
         amount = Slowdown(fault.options.get("factor"), fault.options.get("seconds"))
         self._emit(fault, iteration, f"from step {iteration}: {fault.options}")
