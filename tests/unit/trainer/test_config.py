@@ -11,7 +11,7 @@ import pytest
 from trainer.config import ConfigError, TrainerConfig, build_config, load_config, parse_override
 from trainer.recipes import RECIPES
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def config_error(*overrides: str, recipe: str | None = None, config_file: str | None = None) -> str:

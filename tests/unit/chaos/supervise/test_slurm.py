@@ -16,7 +16,7 @@ from chaos.supervise.runner import SCENARIO_COPY, judge_run_dir
 from chaos.supervise.slurm import sbatch_script
 from runlog.log import EventLog
 
-SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
+SCENARIOS = Path(__file__).resolve().parents[4] / "scenarios"
 
 
 def script(name: str) -> str:

@@ -8,7 +8,7 @@ import pytest
 from chaos.pytest_plugin import machine_slot, sharing_gpus
 from chaos.schema.scenario import load_scenario
 
-SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
+SCENARIOS = Path(__file__).resolve().parents[3] / "scenarios"
 
 
 def can_lock(path: Path, mode: int) -> bool:
