@@ -19,7 +19,7 @@ from typing import Any
 from chaos.judge.timeline import Metrics, load_run
 from chaos.schema.scenario import parse_scenario
 from chaos.supervise.runner import execute, new_run_dir
-from runlog.log import read_events
+from runlog.reader import read_events
 
 Event = dict[str, Any]
 

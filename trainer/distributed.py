@@ -14,12 +14,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from runlog.env import STORE_PORT_VAR, launch_round
 from trainer.config import DistConfig
-
-STORE_PORT_VAR = "CHAOS_STORE_PORT"
-"""A port the chaos runner reserved for rank 0's TCPStore. ft_launcher 0.7 does not share its rendezvous
-store with workers: it hands them an ephemeral MASTER_PORT that it found free, and with eight runs on one
-machine another process took that port before rank 0 bound it (EADDRINUSE, 2 launches in 25)."""
 
 
 @dataclass(frozen=True)
@@ -91,7 +87,7 @@ def _attempt_store(timeout: timedelta) -> dist.Store:
         os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), int(os.environ["WORLD_SIZE"]),
         is_master=False, timeout=timeout,
     )
-    return dist.PrefixStore(f"/trainer/round_{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", agent_store)
+    return dist.PrefixStore(f"/trainer/round_{launch_round()}", agent_store)
 
 
 def all_ranks_agree(flag: bool, device: torch.device) -> bool:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import torch
 
 from chaos.schema.plan import PlannedFault
-from runlog.log import node_id
+from runlog.env import node_id
 
 
 def is_persistent(fault: PlannedFault) -> bool:

@@ -16,7 +16,7 @@ from functools import partial
 from pathlib import Path
 
 from chaos.judge.timeline import final_losses
-from runlog.log import read_events
+from runlog.reader import read_events
 
 Tolerance = str | float
 """``"exact"`` (bit for bit), ``"bf16"`` (relative 2**-7) or an absolute tolerance."""

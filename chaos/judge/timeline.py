@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runlog.log import read_events
+from runlog.reader import read_events
 
 Event = dict[str, Any]
 

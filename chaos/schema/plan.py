@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.schema.scenario import Scenario
-from runlog.log import node_id
+from runlog.env import node_id
 
 
 @dataclass(frozen=True)

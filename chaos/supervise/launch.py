@@ -20,9 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runlog.env import RUN_ID_VAR
 from runlog.log import EventLog
-
-RUN_ID_VAR = "CHAOS_RUN_ID"
 
 LAUNCHER_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("worker_failed", re.compile(r"failed \(exitcode: (?P<exitcode>-?\d+)\) local_rank: (?P<local_rank>\d+)")),

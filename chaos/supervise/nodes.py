@@ -34,7 +34,6 @@ from typing import IO
 from chaos.schema.plan import PlannedFault
 from chaos.schema.scenario import NODE_FAULTS
 from chaos.supervise.launch import (
-    RUN_ID_VAR,
     LaunchResult,
     LaunchSpec,
     classify,
@@ -43,10 +42,9 @@ from chaos.supervise.launch import (
     stop_group,
 )
 from chaos.supervise.signals import ArmedFault, EventSteps, ExternalFaults
-from runlog.log import ATTEMPT_BASE_VAR, EventLog
+from runlog.env import ATTEMPT_BASE_VAR, NODE_VAR, RUN_ID_VAR
+from runlog.log import EventLog
 from trainer import nvrx_compat
-
-NODE_VAR = "CHAOS_NODE_ID"
 
 
 def node_name(index: int) -> str:

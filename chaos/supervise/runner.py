@@ -30,9 +30,11 @@ from chaos.supervise.nodes import ClusterSpec, gpu_blocks, run_cluster, visible_
 from chaos.supervise.ports import release_ports, reserve_ports
 from chaos.supervise.progress import ProgressView
 from chaos.supervise.signals import EventSteps, ExternalFaults, LogSteps
-from runlog.log import ATTEMPT_BASE_VAR, EventLog, read_events
+from runlog.env import ATTEMPT_BASE_VAR, STORE_PORT_VAR
+from runlog.log import EventLog
+from runlog.reader import read_events
 from trainer import nvrx_compat
-from trainer.distributed import STORE_PORT_VAR, wants_cuda
+from trainer.distributed import wants_cuda
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SCENARIO_COPY = "scenario.yaml"
@@ -82,7 +84,7 @@ def external_command(command: list[str], run_dir: Path) -> list[str]:
 def launcher_env(scenario: Scenario, ports: list[int]) -> dict[str, str]:
     """torchrun logs its restart decision ("Worker group FAILED. k/N attempts left") only at INFO; the
     runner needs that line to count the restarts of a command that writes no events. Under ft_launcher
-    rank 0's store goes on the second reserved port (trainer/distributed.py, STORE_PORT_VAR)."""
+    rank 0's store goes on the second reserved port (runlog/env.py, STORE_PORT_VAR)."""
     if scenario.launcher == "torchrun":
         return {"LOGLEVEL": "INFO"}
     return {STORE_PORT_VAR: str(ports[1])}

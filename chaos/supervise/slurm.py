@@ -31,9 +31,9 @@ import yaml
 
 from chaos.schema.plan import PlannedFault, plan_faults, read_plan
 from chaos.schema.scenario import Scenario, ScenarioError
-from chaos.supervise.launch import RUN_ID_VAR
-from chaos.supervise.nodes import NODE_VAR, node_name, node_pids
+from chaos.supervise.nodes import node_name, node_pids
 from chaos.supervise.signals import EventSteps, alive
+from runlog.env import NODE_VAR, RUN_ID_VAR
 from runlog.log import EventLog
 from trainer import nvrx_compat
 

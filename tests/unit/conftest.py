@@ -72,7 +72,7 @@ class Launch:
 
     def events(self, event: str | None = None, rank: int = 0) -> list[dict[str, Any]]:
         """This rank's events (all, or those named `event`), in order."""
-        from runlog.log import read_events
+        from runlog.reader import read_events
 
         return [e for e in read_events(self.run_dir) if e["rank"] == rank and event in (None, e["event"])]
 

@@ -26,7 +26,9 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from runlog.log import EventLog, current_attempt, read_events
+from runlog.env import current_attempt
+from runlog.log import EventLog
+from runlog.reader import read_events
 from trainer import nvrx_compat
 from trainer.config import InProcessRestartConfig, TrainerConfig
 

@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import torch
 import torch.distributed as dist
 
-from runlog.log import EventLog, node_id
+from runlog.env import node_id
+from runlog.log import EventLog
 from trainer.components import Component
 from trainer.config import RerunStateMachineConfig
 from trainer.distributed import DistEnv

@@ -5,8 +5,9 @@ import socket
 import pytest
 import torch.distributed as dist
 
+from runlog.env import STORE_PORT_VAR
 from trainer.config import DistConfig
-from trainer.distributed import STORE_PORT_VAR, init_distributed
+from trainer.distributed import init_distributed
 
 
 def free_port() -> int:
