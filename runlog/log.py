@@ -2,7 +2,7 @@
 
 Every process appends to ``<run_dir>/events/<source>.jsonl`` (``rank-<r>`` for a rank, ``launcher`` for the
 chaos runner). Each line carries ``event``, ``rank``, ``attempt``, ``pid``, ``node``, ``wall`` and ``mono``
-plus the event's own fields; docs/events.md lists them. Lines are flushed as they are
+plus the event's own fields (runlog.records); docs/events.md lists them. Lines are flushed as they are
 written, so a SIGKILLed process loses nothing it logged. ``time.monotonic()`` is system-wide on Linux, so
 ``mono`` orders events across processes of one machine.
 """
@@ -17,6 +17,7 @@ from typing import Any
 
 from runlog.env import current_attempt, node_id
 from runlog.layout import RunFolder
+from runlog.records import Record
 
 
 class EventLog:
@@ -33,7 +34,13 @@ class EventLog:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._file = open(self.path, "a", buffering=1)  # noqa: SIM115 - lives as long as the log
 
+    def write(self, record: Record) -> dict[str, Any]:
+        """Append one event; how every writer of this project logs."""
+        return self.emit(record.event, **record.fields())
+
     def emit(self, event: str, **fields: Any) -> dict[str, Any]:
+        """Append an event by name, untyped: for writers outside Python (the sbatch script) and forged
+        events in tests. A record's ``attempt`` or ``node`` overrides the log's."""
         record = {
             "event": event,
             "rank": self.rank,

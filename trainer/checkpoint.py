@@ -31,6 +31,7 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 
 from runlog.log import EventLog
+from runlog.records import CheckpointCorrupt, CheckpointLoad, CheckpointSaveBegin, CheckpointSaveEnd, Resume
 from trainer.config import CheckpointConfig
 
 log = logging.getLogger(__name__)
@@ -162,7 +163,7 @@ class Checkpointer:
         iteration, folder = choice[0]
         folder = Path(folder)
         auto = self.cfg.load is None
-        self.events.emit("resume", iteration=iteration, path=str(folder), auto=auto)
+        self.events.write(Resume(iteration, str(folder), auto))
         if auto and self.rank == 0:
             log.warning(
                 "AUTO-RESUME: checkpoint.load is unset; resuming from the newest good checkpoint in "
@@ -176,7 +177,7 @@ class Checkpointer:
         dcp.load(sharded, checkpoint_id=str(folder))
         state.load_sharded_state_dict(sharded)
         state.load_rank_state_dict(torch.load(rank_file, weights_only=True))
-        self.events.emit("checkpoint_load", iteration=iteration, path=str(folder), seconds=time.monotonic() - t0)
+        self.events.write(CheckpointLoad(iteration, str(folder), time.monotonic() - t0))
         return iteration
 
     def _choose(self, root: Path) -> tuple[int, str] | None:
@@ -184,7 +185,7 @@ class Checkpointer:
             reason = verify(folder, self.cfg.verify_on_load)
             if reason is None:
                 return iteration, str(folder)
-            self.events.emit("checkpoint_corrupt", path=str(folder), reason=reason)
+            self.events.write(CheckpointCorrupt(str(folder), reason))
             log.warning("checkpoint %s is unusable (%s); trying the previous one", folder, reason)
         return None
 
@@ -198,7 +199,7 @@ class Checkpointer:
         self.wait()
         final = iteration_dir(self.root, iteration)
         tmp = final.with_name(final.name + ".tmp")
-        self.events.emit("checkpoint_save_begin", iteration=iteration, path=str(final), **{"async": self.cfg.async_save})
+        self.events.write(CheckpointSaveBegin(iteration, str(final), self.cfg.async_save))
         t0 = time.monotonic()
         if self.rank == 0:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -244,10 +245,8 @@ class Checkpointer:
         self._prune()
 
     def _log_end(self, iteration: int, started: float, is_async: bool) -> None:
-        self.events.emit(
-            "checkpoint_save_end", iteration=iteration, path=str(iteration_dir(self.root, iteration)),
-            seconds=time.monotonic() - started, **{"async": is_async},
-        )
+        path = str(iteration_dir(self.root, iteration))
+        self.events.write(CheckpointSaveEnd(iteration, path, time.monotonic() - started, is_async))
 
     def _prune(self) -> None:
         if self.cfg.most_recent_k > 0:

@@ -21,6 +21,7 @@ from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_di
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from runlog.log import EventLog
+from runlog.records import Step
 from trainer.checkpoint import Checkpointer, atomic_write_text
 from trainer.components import Component
 from trainer.config import ConfigError, SchedulerConfig, TrainerConfig
@@ -248,10 +249,7 @@ class Trainer:
 
     def log_step(self, loss: float, step_time: float) -> None:
         lr = self.optimizer.param_groups[0]["lr"]
-        self.events.emit(
-            "step", iteration=self.iteration, loss=loss, lr=lr, step_time=step_time,
-            consumed_samples=self.sampler.consumed_samples,
-        )
+        self.events.write(Step(self.iteration, loss, lr, step_time, self.sampler.consumed_samples))
         if self.env.rank == 0 and self.iteration % self.cfg.logger.log_interval == 0:
             print(
                 f"iteration {self.iteration}/{self.cfg.train.train_iters} | lm loss {loss:.6E} | "

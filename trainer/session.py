@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import torch.distributed as dist
 
 from runlog.log import EventLog
+from runlog.records import Exit, ExitOnError, RunStart
 from trainer.components import Component
 from trainer.config import ConfigError, TrainerConfig
 from trainer.distributed import DistEnv, init_distributed
@@ -51,11 +52,10 @@ class TrainingSession:
         self.env = init_distributed(cfg.dist, None if inprocess is None else inprocess.store)
         attempt = None if inprocess is None else inprocess.attempt
         self.events = EventLog(cfg.logger.run_dir, f"rank-{self.env.rank}", self.env.rank, attempt)
-        self.events.emit(
-            "run_start", config_digest=cfg.digest(), world_size=self.env.world_size, backend=self.env.backend,
-            device=str(self.env.device), launcher=self.env.launcher, train_iters=cfg.train.train_iters,
-            versions=versions(),
-        )
+        self.events.write(RunStart(
+            cfg.digest(), self.env.world_size, self.env.backend, str(self.env.device), self.env.launcher,
+            cfg.train.train_iters, versions(),
+        ))
         self.components: list[Component] = []
         self.trainer: Trainer | None = None
 
@@ -69,20 +69,20 @@ class TrainingSession:
             reason = self.trainer.train()
         except ConfigError as e:
             print(f"trainer: error: {e}", file=sys.stderr)
-            self.events.emit("exit", reason="error", code=2, iteration=self._iteration(), error=str(e))
+            self.events.write(ExitOnError("error", 2, self._iteration(), str(e)))
             return 2
         except RerunExit as e:
             print(f"trainer: rerun state machine: exit {e.code} ({e.diagnosis}): {e}", file=sys.stderr)
-            self.events.emit("exit", reason="rerun", code=e.code, iteration=self._iteration(), diagnosis=e.diagnosis, error=str(e))
+            self.events.write(ExitOnError("rerun", e.code, self._iteration(), str(e), diagnosis=e.diagnosis))
             return e.code
         except Exception as e:
             if self.inprocess is not None:
                 raise
             traceback.print_exc()
-            self.events.emit("exit", reason="error", code=1, iteration=self._iteration(), error=f"{type(e).__name__}: {e}")
+            self.events.write(ExitOnError("error", 1, self._iteration(), f"{type(e).__name__}: {e}"))
             return 1
         digest = self.trainer.save_final_weights() if reason == "completed" else None
-        self.events.emit("exit", reason=reason, code=0, iteration=self.trainer.iteration, weights_digest=digest)
+        self.events.write(Exit(reason, 0, self.trainer.iteration, digest))
         return 0
 
     def _iteration(self) -> int | None:

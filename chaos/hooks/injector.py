@@ -22,6 +22,7 @@ from chaos.hooks.storage import corrupt_newest
 from chaos.schema.plan import PlannedFault, read_plan
 from chaos.schema.scenario import LOSS_FAULTS, SIGNAL_FAULTS
 from runlog.log import EventLog
+from runlog.records import FaultInjected
 from trainer.components import Component
 from trainer.resiliency.ft import fire
 
@@ -66,10 +67,7 @@ class FaultInjector(Component):
         return [f for f in self.faults if f.type == kind]
 
     def _emit(self, fault: PlannedFault, iteration: int | None, detail: str) -> None:
-        self.events.emit(
-            "fault_injected", fault=fault.type, target_rank=self.events.rank, iteration=iteration,
-            fault_id=fault.fault_id, detail=detail,
-        )
+        self.events.write(FaultInjected(fault.type, fault.fault_id, detail, iteration, target_rank=self.events.rank))
 
     def _kill(self, fault: PlannedFault, iteration: int | None, detail: str) -> None:
         self._emit(fault, iteration, detail)

@@ -22,12 +22,22 @@ from pathlib import Path
 
 from runlog.env import RUN_ID_VAR
 from runlog.log import EventLog
+from runlog.records import (
+    Deadline,
+    FtTimeout,
+    Launched,
+    LauncherExit,
+    LauncherLine,
+    Leftover,
+    Restart,
+    WorkerFailed,
+)
 
-LAUNCHER_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
-    ("worker_failed", re.compile(r"failed \(exitcode: (?P<exitcode>-?\d+)\) local_rank: (?P<local_rank>\d+)")),
-    ("restart", re.compile(r"Worker group (?:UNHEALTHY|FAILED)\. (?P<attempts_left>\d+)/\d+ attempts left; will restart")),
+LAUNCHER_PATTERNS: list[tuple[type[LauncherLine], re.Pattern[str]]] = [
+    (WorkerFailed, re.compile(r"failed \(exitcode: (?P<exitcode>-?\d+)\) local_rank: (?P<local_rank>\d+)")),
+    (Restart, re.compile(r"Worker group (?:UNHEALTHY|FAILED)\. (?P<attempts_left>\d+)/\d+ attempts left; will restart")),
     (
-        "ft_timeout",
+        FtTimeout,
         re.compile(r"Did not get (?:initial|subsequent) heartbeat|Section '.+' has been open|Was out of section"),
     ),
 ]
@@ -52,12 +62,12 @@ class LaunchResult:
     leftovers: list[int] = field(default_factory=list)
 
 
-def classify(line: str) -> tuple[str, dict[str, str]] | None:
-    """The runner event a launcher line stands for, with its captured fields, or None."""
+def classify(line: str) -> LauncherLine | None:
+    """The runner event a launcher line stands for (with the line's end and its numbers), or None."""
     for kind, pattern in LAUNCHER_PATTERNS:
         m = pattern.search(line)
         if m:
-            return kind, m.groupdict()
+            return kind(line=line[-300:], **{k: int(v) for k, v in m.groupdict().items()})
     return None
 
 
@@ -132,7 +142,7 @@ class Launch:
                 spec.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env=env, cwd=spec.cwd, start_new_session=True,
             )
-            self.events.emit("launch", command=spec.command, pid=proc.pid)
+            self.events.write(Launched(command=spec.command, pid=proc.pid))
             reader = threading.Thread(target=self._read, args=(proc, log), daemon=True)
             reader.start()
             result = LaunchResult(exit_code=None, seconds=0.0)
@@ -147,7 +157,7 @@ class Launch:
                 reader.join(timeout=5)
                 result.exit_code = proc.returncode
                 result.seconds = time.monotonic() - start
-                self.events.emit("launcher_exit", code=proc.returncode)
+                self.events.write(LauncherExit(proc.returncode))
                 result.leftovers = self._reap(proc.pid)
                 self.on_tick()
         return result
@@ -156,7 +166,7 @@ class Launch:
         while proc.poll() is None:
             if time.monotonic() - start > self.spec.deadline_s:
                 result.timed_out = True
-                self.events.emit("deadline", seconds=self.spec.deadline_s)
+                self.events.write(Deadline(self.spec.deadline_s))
                 stop_group(proc.pid, self.spec.run_id)
                 return
             self.on_tick()
@@ -170,10 +180,9 @@ class Launch:
             hit = classify(line)
             if hit is None:
                 continue
-            kind, fields = hit
-            if kind == "restart":
+            if isinstance(hit, Restart):
                 self.events.attempt += 1
-            self.events.emit(kind, line=line[-300:], **{k: int(v) for k, v in fields.items()})
+            self.events.write(hit)
 
     def _reap(self, pgid: int) -> list[int]:
         """Wait briefly for the run's processes to go; report and kill any that stay."""
@@ -181,6 +190,6 @@ class Launch:
         while (left := marked_pids(self.spec.run_id)) and time.monotonic() < end:
             time.sleep(0.1)
         if left:
-            self.events.emit("leftover", pids=left)
+            self.events.write(Leftover(left))
         _kill_all(pgid, self.spec.run_id)
         return left

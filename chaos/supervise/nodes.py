@@ -28,7 +28,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import IO
 
 from chaos.schema.plan import PlannedFault
@@ -44,6 +44,17 @@ from chaos.supervise.launch import (
 from chaos.supervise.signals import ArmedFault, EventSteps, ExternalFaults
 from runlog.env import ATTEMPT_BASE_VAR, NODE_VAR, RUN_ID_VAR
 from runlog.log import EventLog
+from runlog.records import (
+    AgentExit,
+    AgentStart,
+    Deadline,
+    FaultInjected,
+    Launched,
+    LauncherExit,
+    LauncherLine,
+    Leftover,
+    Restart,
+)
 from trainer import nvrx_compat
 
 
@@ -145,7 +156,7 @@ class Cluster:
         agent = Agent(node, proc, base)
         with self._lock:
             self.agents.append(agent)
-            self.events.emit("agent_start", agent=node, node=node, pid=proc.pid, attempt_base=base)
+            self.events.write(AgentStart(node, proc.pid, base, node=node))
         agent.reader = threading.Thread(target=self._read, args=(agent, log), daemon=True)
         agent.reader.start()
         return agent
@@ -164,7 +175,7 @@ class Cluster:
 
     def wait(self) -> LaunchResult:
         spec, start = self.spec, time.monotonic()
-        self.events.emit("launch", command=spec.command, nodes=spec.nodes)
+        self.events.write(Launched(command=spec.command, nodes=spec.nodes))
         for i in range(spec.nodes):
             self.start(node_name(i), 0)
         result = LaunchResult(exit_code=None, seconds=0.0)
@@ -179,10 +190,10 @@ class Cluster:
                 agent.proc.wait()
                 if agent.reader is not None:
                     agent.reader.join(timeout=5)
-                self.events.emit("agent_exit", agent=agent.node, node=agent.node, code=agent.proc.returncode, lost=agent.lost)
+                self.events.write(AgentExit(agent.node, agent.proc.returncode, agent.lost, node=agent.node))
             result.exit_code = self.job_code()
             result.seconds = time.monotonic() - start
-            self.events.emit("launcher_exit", code=result.exit_code)
+            self.events.write(LauncherExit(result.exit_code))
             result.leftovers = self._reap()
             self.on_tick()
         return result
@@ -196,7 +207,7 @@ class Cluster:
         while any(a.proc.poll() is None for a in self.agents):
             if time.monotonic() - start > self.spec.deadline_s:
                 result.timed_out = True
-                self.events.emit("deadline", seconds=self.spec.deadline_s)
+                self.events.write(Deadline(self.spec.deadline_s))
                 self._stop_all()
                 return
             self.on_tick()
@@ -214,14 +225,14 @@ class Cluster:
                 line = raw.decode(errors="replace").rstrip()
                 hit = classify(line)
                 if hit is not None:
-                    self._emit_line(agent, line, *hit)
+                    self._emit_line(agent, hit)
 
-    def _emit_line(self, agent: Agent, line: str, kind: str, fields: dict[str, str]) -> None:
+    def _emit_line(self, agent: Agent, hit: LauncherLine) -> None:
         with self._lock:
-            if kind == "restart":
+            if isinstance(hit, Restart):
                 agent.restarts += 1
                 self.events.attempt = max(self.events.attempt, agent.attempt)
-            self.events.emit(kind, line=line[-300:], node=agent.node, **{k: int(v) for k, v in fields.items()})
+            self.events.write(replace(hit, node=agent.node))
 
     def _reap(self) -> list[int]:
         """Wait briefly for the run's processes to go; report and kill any that stay."""
@@ -229,7 +240,7 @@ class Cluster:
         while (left := marked_pids(self.spec.run_id)) and time.monotonic() < end:
             time.sleep(0.1)
         if left:
-            self.events.emit("leftover", pids=left)
+            self.events.write(Leftover(left))
         for pid in marked_pids(self.spec.run_id):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
@@ -261,10 +272,8 @@ class NodeFaults(ExternalFaults):
         armed.fired_at = now
         armed.pids = [] if fault.type == "node_rejoin" else node_pids(self.run_id, node, fault.type == "node_hung")
         seen = self.last_step.get(fault.attempt)
-        self.events.emit(
-            "fault_injected", fault=fault.type, target_node=node, fault_id=fault.fault_id, detail=f"{node} pids {armed.pids}",
-            **({} if seen is None else {"iteration": seen}),  # a rejoin fires before its round has a step
-        )
+        # iteration None: a rejoin fires before its round has a step
+        self.events.write(FaultInjected(fault.type, fault.fault_id, f"{node} pids {armed.pids}", seen, target_node=node))
         if fault.type == "node_killed":
             self.cluster.lose(node)
             self._send(armed.pids, signal.SIGKILL)

@@ -31,6 +31,7 @@ from chaos.schema.plan import PlannedFault
 from chaos.schema.scenario import SIGNAL_FAULTS
 from chaos.supervise.launch import classify, marked_pids, marked_processes
 from runlog.log import EventLog
+from runlog.records import FaultInjected, ObservedStep, Restart, SignalSent
 
 STEP_FAULT_SIGNALS = {"sigterm": signal.SIGTERM, "sigkill": signal.SIGKILL, "sigstop": signal.SIGSTOP}
 
@@ -133,15 +134,14 @@ class LogSteps:
     def poll(self) -> list[tuple[int, int]]:
         found = []
         for line in self.tail.lines():
-            hit = classify(line)
-            if hit is not None and hit[0] == "restart":
+            if isinstance(classify(line), Restart):
                 self.log.attempt += 1
             m = self.pattern.search(line)
             if m is None:
                 continue
             step = int(m["step"])
             loss = float(m["loss"]) if "loss" in self.pattern.groupindex and m["loss"] else math.nan
-            self.log.emit("step", iteration=step, loss=loss, step_time=0.0, observed=True)
+            self.log.write(ObservedStep(step, loss))
             found.append((self.log.attempt, step))
         return found
 
@@ -207,11 +207,10 @@ class ExternalFaults:
     def _fire(self, armed: ArmedFault, now: float) -> None:
         fault = armed.fault
         armed.fired_at, armed.pids = now, self._targets(fault)
-        self.events.emit(
-            "fault_injected", fault=fault.type, target_rank=fault.rank, attempt=fault.attempt,
-            iteration=self.last_step.get(fault.attempt), fault_id=fault.fault_id,
-            detail=f"{fault.options.get('target') or 'ranks'} pids {armed.pids}", **fault.options,
-        )
+        self.events.write(FaultInjected(
+            fault.type, fault.fault_id, f"{fault.options.get('target') or 'ranks'} pids {armed.pids}",
+            self.last_step.get(fault.attempt), target_rank=fault.rank, attempt=fault.attempt, params=fault.options,
+        ))
         if fault.type == "duty_cycle":
             self._duty(armed, now)
             return
@@ -243,7 +242,7 @@ class ExternalFaults:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
-                self.events.emit("signal_sent", signal=sig.name, target=pid, pid=pid, attempt=self.running_attempt())
+                self.events.write(SignalSent(sig.name, pid, pid=pid, attempt=self.running_attempt()))
 
     def relaunched(self) -> None:
         """The runner launches the job again; its attempts number on from ``events.attempt``."""

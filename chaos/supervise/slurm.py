@@ -35,6 +35,7 @@ from chaos.supervise.nodes import node_name, node_pids
 from chaos.supervise.signals import EventSteps, alive
 from runlog.env import NODE_VAR, RUN_ID_VAR
 from runlog.log import EventLog
+from runlog.records import FaultInjected, SignalSent
 from trainer import nvrx_compat
 
 RDZV_PORT = 29500
@@ -152,16 +153,14 @@ def _fire(fault: PlannedFault, node: str, events: EventLog, iteration: int | Non
     # Not the watcher itself nor the srun task's shell, which records the agent's exit code in agents.jsonl.
     spared = {os.getpid(), os.getppid()}
     pids = [p for p in node_pids(os.environ[RUN_ID_VAR], node, fault.type == "node_hung") if p not in spared and alive(p)]
-    events.attempt = fault.attempt
-    events.emit("fault_injected", fault=fault.type, target_node=node, fault_id=fault.fault_id, detail=f"{node} pids {pids}",
-                **({} if iteration is None else {"iteration": iteration}))
+    events.write(FaultInjected(fault.type, fault.fault_id, f"{node} pids {pids}", iteration, target_node=node, attempt=fault.attempt))
     sig = signal.SIGKILL if fault.type == "node_killed" else signal.SIGSTOP
     for pid in pids:
         try:
             os.kill(pid, sig)
         except ProcessLookupError:
             continue
-        events.emit("signal_sent", signal=sig.name, target=pid)
+        events.write(SignalSent(sig.name, pid, attempt=fault.attempt))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runlog.log import EventLog
+from runlog.records import FaultInjected, FtTimeouts
 from trainer.checkpoint import atomic_write_text
 from trainer.components import Component
 from trainer.config import FaultToleranceConfig
@@ -34,7 +35,7 @@ FAULT_SIGNALS = {"rank_hung": signal.SIGSTOP, "rank_killed": signal.SIGKILL}
 
 def fire(events: EventLog, fault: str, iteration: int | None, fault_id: str, detail: str = "") -> None:
     """Log the fault (flushed first, so the event survives it), then stop or kill this process."""
-    events.emit("fault_injected", fault=fault, target_rank=events.rank, iteration=iteration, fault_id=fault_id, detail=detail)
+    events.write(FaultInjected(fault, fault_id, detail, iteration, target_rank=events.rank))
     print(f"FT: Simulating fault: {fault}; rank to fail: {events.rank}", flush=True)
     os.kill(os.getpid(), FAULT_SIGNALS[fault])
 
@@ -140,12 +141,11 @@ class FaultTolerance(Component):
 
     def _report_timeouts(self) -> None:
         hb, sections = self.client.hb_timeouts, self.client.section_timeouts
-        self.events.emit(
-            "ft_timeouts",
+        self.events.write(FtTimeouts(
             heartbeat={"initial": hb.initial, "subsequent": hb.subsequent},
             sections={**sections.section, "out_of_section": sections.out_of_section},
             calculated=bool(hb.were_calculated or sections.calculated_sections or sections.is_out_of_section_calculated),
-        )
+        ))
 
     def after_step(self, trainer: Trainer, iteration: int, loss: float) -> None:
         if self.client is not None and not self.cfg.use_sections:

@@ -29,6 +29,7 @@ import torch.distributed as dist
 from runlog.env import current_attempt
 from runlog.log import EventLog
 from runlog.reader import read_events
+from runlog.records import InprocessAbort, InprocessStart
 from trainer import nvrx_compat
 from trainer.config import InProcessRestartConfig, TrainerConfig
 
@@ -72,7 +73,7 @@ class AbortEvent(inprocess.abort.Abort):
     def __call__(self, state: inprocess.state.FrozenState) -> inprocess.state.FrozenState:
         attempt = self.base + state.iteration
         events = EventLog(self.run_dir, f"rank-{state.initial_rank}", state.initial_rank, attempt=attempt)
-        events.emit("inprocess_abort", inprocess_iteration=state.iteration, active_rank=state.active_rank)
+        events.write(InprocessAbort(state.iteration, state.active_rank))
         events.close()
         return state
 
@@ -158,7 +159,7 @@ def run_inprocess(cfg: TrainerConfig) -> int:
         iteration = call_wrapper.iteration
         store = dist.PrefixStore(f"inprocess-{iteration}", coordination)
         with TrainingSession(cfg, InProcessIteration(store, base + iteration)) as session:
-            session.events.emit("inprocess_start", inprocess_iteration=iteration, launch_round=current_attempt())
+            session.events.write(InprocessStart(iteration, current_attempt()))
             try:
                 return session.run()
             except Exception as e:

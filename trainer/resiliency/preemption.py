@@ -14,6 +14,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from runlog.log import EventLog
+from runlog.records import SignalReceived
 from trainer.components import Component
 from trainer.config import ConfigError
 
@@ -51,7 +52,7 @@ class Preemption(Component):
         if self.received is None:
             return None
         if not self._reported:  # the event is written here, outside the handler
-            self.events.emit("signal_received", signal=self.received.name, iteration=iteration)
+            self.events.write(SignalReceived(self.received.name, iteration))
             self._reported = True
         return "signal"
 

@@ -34,6 +34,7 @@ import torch.distributed as dist
 
 from runlog.env import node_id
 from runlog.log import EventLog
+from runlog.records import Rerun
 from trainer.components import Component
 from trainer.config import RerunStateMachineConfig
 from trainer.distributed import DistEnv
@@ -480,12 +481,10 @@ class RerunStateMachine(Component):
 
     def _emit(self, action: Action, step: int) -> None:
         m = self.machine
-        self.events.emit(
-            "rerun", state=action.state.value, diagnosis=action.diagnosis.value if action.diagnosis else None,
-            iteration=step, flagged=list(action.flagged), values=list(action.values), check=m.failed_check,
-            initial=m.initial_value,
-            code=action.code, message=action.message,
-        )
+        self.events.write(Rerun(
+            action.state.value, action.diagnosis.value if action.diagnosis else None, step, list(action.flagged),
+            list(action.values), m.failed_check, m.initial_value, action.code, action.message,
+        ))
         level = logging.INFO if action.kind == "proceed" and not action.flagged else logging.WARNING
         if self.env.rank == 0:
             log.log(level, "rerun state machine, iteration %d: %s -> %s", step, action.message, action.state.value)

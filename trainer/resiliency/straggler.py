@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from runlog.log import EventLog
+from runlog.records import StragglerReport
 from trainer import nvrx_compat
 from trainer.components import Component
 from trainer.config import NVRxStragglerDetectionConfig
@@ -223,11 +224,11 @@ class StragglerDetection(Component):
             self._publish(read_report(report, self.cfg, self.device.type == "cuda"), iteration)
 
     def _publish(self, verdict: Verdict, iteration: int) -> None:
-        self.events.emit(
-            "straggler_report", iteration=iteration, kind="gpu" if self.device.type == "cuda" else f"section:{SECTION}",
-            scores={"relative": verdict.relative, "individual": verdict.individual}, flagged=verdict.flagged,
-            thresholds={"relative": self.cfg.gpu_relative_perf_threshold, "individual": self.cfg.gpu_individual_perf_threshold},
-        )
+        self.events.write(StragglerReport(
+            iteration, "gpu" if self.device.type == "cuda" else f"section:{SECTION}",
+            {"relative": verdict.relative, "individual": verdict.individual}, verdict.flagged,
+            {"relative": self.cfg.gpu_relative_perf_threshold, "individual": self.cfg.gpu_individual_perf_threshold},
+        ))
         if self.cfg.enable_logging:
             log.info("NVRx straggler report at iteration %d: %s", iteration, self._describe(verdict))
         self._detected = self._detected or bool(verdict.flagged)

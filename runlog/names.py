@@ -1,0 +1,35 @@
+"""The event names, in one place (docs/events.md describes each event and its fields)."""
+
+from __future__ import annotations
+
+# Written by the ranks (events/rank-<r>.jsonl).
+RUN_START = "run_start"
+RESUME = "resume"
+CHECKPOINT_LOAD = "checkpoint_load"
+CHECKPOINT_CORRUPT = "checkpoint_corrupt"
+CHECKPOINT_SAVE_BEGIN = "checkpoint_save_begin"
+CHECKPOINT_SAVE_END = "checkpoint_save_end"
+STEP = "step"
+FAULT_INJECTED = "fault_injected"
+SIGNAL_RECEIVED = "signal_received"
+FT_TIMEOUTS = "ft_timeouts"
+STRAGGLER_REPORT = "straggler_report"
+INPROCESS_START = "inprocess_start"
+INPROCESS_ABORT = "inprocess_abort"
+RERUN = "rerun"
+EXIT = "exit"
+
+# Written by the supervisor (rank -1: events/launcher.jsonl, watch-<node>.jsonl; steps it observes: observed.jsonl).
+LAUNCH = "launch"
+WORKER_FAILED = "worker_failed"
+FT_TIMEOUT = "ft_timeout"
+RESTART = "restart"
+SIGNAL_SENT = "signal_sent"
+DEADLINE = "deadline"
+LAUNCHER_EXIT = "launcher_exit"
+AGENT_START = "agent_start"
+AGENT_EXIT = "agent_exit"
+LEFTOVER = "leftover"
+
+LAUNCHER_LINES = (WORKER_FAILED, RESTART, FT_TIMEOUT)
+"""Events the supervisor stamps when a launcher's output line shows it acting on a fault."""
