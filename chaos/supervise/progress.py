@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from runlog.reader import EventTail
 
 SHOWN = {
     "run_start", "resume", "checkpoint_load", "checkpoint_corrupt", "checkpoint_save_end", "step",
@@ -31,23 +32,14 @@ class ProgressView:
     """Tails <run_dir>/events/*.jsonl; `tick()` prints the complete lines that arrived since the last tick."""
 
     def __init__(self, run_dir: Path, out: Callable[[str], None]):
-        self.folder = run_dir / "events"
+        self.tail = EventTail(run_dir)
         self.out = out
-        self.offsets: dict[Path, int] = {}
         self.t0: float | None = None
         self.step_every = 1
         self.last_attempt: int | None = None
 
     def tick(self) -> None:
-        fresh = []
-        for path in sorted(self.folder.glob("*.jsonl")):
-            with open(path, "rb") as f:
-                f.seek(self.offsets.get(path, 0))
-                data = f.read()
-            complete = data[: data.rfind(b"\n") + 1]
-            self.offsets[path] = self.offsets.get(path, 0) + len(complete)
-            fresh.extend(json.loads(line) for line in complete.splitlines() if line.strip())
-        for e in sorted(fresh, key=lambda e: e["mono"]):
+        for e in sorted(self.tail.poll(), key=lambda e: e["mono"]):
             if self.t0 is None:
                 self.t0 = e["mono"]
             if self._shown(e):

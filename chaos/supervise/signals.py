@@ -18,7 +18,6 @@ and every signal is stamped as a ``signal_sent`` runner event (the first one of 
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import re
@@ -30,7 +29,10 @@ from pathlib import Path
 from chaos.schema.plan import PlannedFault
 from chaos.schema.scenario import SIGNAL_FAULTS
 from chaos.supervise.launch import classify, marked_pids, marked_processes
+from runlog import names
+from runlog.layout import RunFolder
 from runlog.log import EventLog
+from runlog.reader import EventTail, LineTail
 from runlog.records import FaultInjected, ObservedStep, Restart, SignalSent
 
 STEP_FAULT_SIGNALS = {"sigterm": signal.SIGTERM, "sigkill": signal.SIGKILL, "sigstop": signal.SIGSTOP}
@@ -73,46 +75,18 @@ def _session_of(pid: int) -> int | None:
         return None
 
 
-class _Tail:
-    """New complete lines of a growing file, from where the last call stopped."""
-
-    def __init__(self, path: Path):
-        self.path, self.offset, self.partial = path, 0, b""
-
-    def lines(self) -> list[str]:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read()
-        except OSError:
-            return []
-        self.offset += len(data)
-        *complete, self.partial = (self.partial + data).split(b"\n")
-        return [line.decode(errors="replace") for line in complete]
-
-
 class EventSteps:
     """Steps from the trainer's own ``step`` events (every rank's file)."""
 
     def __init__(self, run_dir: Path):
-        self.folder = run_dir / "events"
-        self.tails: dict[Path, _Tail] = {}
+        self.tail = EventTail(run_dir, "rank-*.jsonl")
 
     def relaunched(self, attempt: int) -> None:
         """Step events carry their own attempt: nothing to do."""
 
     def poll(self) -> list[tuple[int, int]]:
         """(attempt, iteration) of each step event written since the last poll."""
-        for path in self.folder.glob("rank-*.jsonl"):
-            self.tails.setdefault(path, _Tail(path))
-        found = []
-        for tail in self.tails.values():
-            for line in tail.lines():
-                with contextlib.suppress(ValueError):
-                    e = json.loads(line)
-                    if e.get("event") == "step":
-                        found.append((int(e["attempt"]), int(e["iteration"])))
-        return found
+        return [(int(e["attempt"]), int(e["iteration"])) for e in self.tail.poll() if e["event"] == names.STEP]
 
 
 class LogSteps:
@@ -124,7 +98,7 @@ class LogSteps:
     """
 
     def __init__(self, run_dir: Path, pattern: str):
-        self.tail = _Tail(run_dir / "launcher.log")
+        self.tail = LineTail(RunFolder(run_dir).launcher_log)
         self.pattern = re.compile(pattern)
         self.log = EventLog(run_dir, "observed", rank=0, attempt=0)
 
@@ -133,7 +107,7 @@ class LogSteps:
 
     def poll(self) -> list[tuple[int, int]]:
         found = []
-        for line in self.tail.lines():
+        for _, line in self.tail.lines():
             if isinstance(classify(line), Restart):
                 self.log.attempt += 1
             m = self.pattern.search(line)
