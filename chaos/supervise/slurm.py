@@ -93,7 +93,6 @@ def sbatch_script(scenario: Scenario, out_dir: str, seed: int | None = None) -> 
         f'{_agent_command(scenario)} > "$RUN_DIR/launcher-$CHAOS_NODE_ID.log" 2>&1',
         "CODE=$?",
         'kill "$WATCH" 2>/dev/null',
-        'echo "{\\"node\\": \\"$CHAOS_NODE_ID\\", \\"code\\": $CODE}" >> "$RUN_DIR/agents.jsonl"',
         "exit $CODE",
     ])
     return "\n".join([
@@ -150,7 +149,7 @@ def _due(fault: PlannedFault, seen: dict[int, int], elapsed: float) -> bool:
 
 
 def _fire(fault: PlannedFault, node: str, events: EventLog, iteration: int | None) -> None:
-    # Not the watcher itself nor the srun task's shell, which records the agent's exit code in agents.jsonl.
+    # Not the watcher itself nor the srun task's shell, which exits with the agent's exit code.
     spared = {os.getpid(), os.getppid()}
     pids = [p for p in node_pids(os.environ[RUN_ID_VAR], node, fault.type == "node_hung") if p not in spared and alive(p)]
     events.write(FaultInjected(fault.type, fault.fault_id, f"{node} pids {pids}", iteration, target_node=node, attempt=fault.attempt))
