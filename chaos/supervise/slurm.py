@@ -86,7 +86,7 @@ def sbatch_script(scenario: Scenario, out_dir: str, seed: int | None = None) -> 
         'IS_HOST=$([ "$SLURM_NODEID" = 0 ] && echo true || echo false)',
         "# A spare starts once the first round trains, so that it, not a node the plan targets, waits as the spare.",
         f'if [ "$SLURM_NODEID" -ge {scenario.nodes} ]; then',
-        '  until grep -qs \'"event": "step"\' "$RUN_DIR"/events/rank-*.jsonl; do sleep 1; done',
+        '  python -m chaos.supervise.slurm wait-for-step "$RUN_DIR"',
         "fi",
         'python -m chaos.supervise.slurm watch "$RUN_DIR" "$CHAOS_NODE_ID" &',
         "WATCH=$!",
@@ -162,15 +162,28 @@ def _fire(fault: PlannedFault, node: str, events: EventLog, iteration: int | Non
         events.write(SignalSent(sig.name, pid, attempt=fault.attempt))
 
 
+def wait_for_step(run_dir: Path, poll_s: float = 1.0) -> None:
+    """Return once a rank of the run logged a step (a spare's start waits for the first round to train)."""
+    steps = EventSteps(run_dir)
+    while not steps.poll():
+        time.sleep(poll_s)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m chaos.supervise.slurm watch RUN_DIR NODE``: the node-side watcher an sbatch script starts."""
+    """``python -m chaos.supervise.slurm watch RUN_DIR NODE``: the node-side watcher an sbatch script starts;
+    ``wait-for-step RUN_DIR``: what a spare's task waits on before it starts its agent."""
     p = argparse.ArgumentParser(prog="python -m chaos.supervise.slurm")
     sub = p.add_subparsers(dest="command", required=True)
     w = sub.add_parser("watch", help="fire this node's node faults from the run folder's plan")
     w.add_argument("run_dir")
     w.add_argument("node", help=f"this node's identity ({NODE_VAR})")
+    s = sub.add_parser("wait-for-step", help="return once a rank of the run logged a step")
+    s.add_argument("run_dir")
     args = p.parse_args(argv)
-    watch(Path(args.run_dir), args.node)
+    if args.command == "watch":
+        watch(Path(args.run_dir), args.node)
+    else:
+        wait_for_step(Path(args.run_dir))
     return 0
 
 

@@ -6,6 +6,7 @@ import json
 import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,8 @@ from chaos.supervise.runner import SCENARIO_COPY, judge_run_dir
 from chaos.supervise.slurm import sbatch_script
 from runlog.log import EventLog
 
-SCENARIOS = Path(__file__).resolve().parents[4] / "scenarios"
+ROOT = Path(__file__).resolve().parents[4]
+SCENARIOS = ROOT / "scenarios"
 
 
 def script(name: str) -> str:
@@ -100,3 +102,18 @@ def test_judge_reads_a_finished_run_folder_alone(tmp_path: Path) -> None:
     failed = [v["name"] for v in outcome.journal["verdicts"] if not v["passed"]]
     assert failed == [] and outcome.passed
     assert (tmp_path / "journal.json").is_file()
+
+
+def test_a_spare_waits_for_the_first_step_through_the_event_reader(tmp_path: Path) -> None:
+    assert 'python -m chaos.supervise.slurm wait-for-step "$RUN_DIR"' in srun_task(script("node_killed_hot_spare"))
+    waiter = subprocess.Popen([sys.executable, "-m", "chaos.supervise.slurm", "wait-for-step", str(tmp_path)], cwd=ROOT)
+    try:
+        log = EventLog(tmp_path, "rank-0", rank=0, attempt=0)
+        log.emit("run_start")
+        with pytest.raises(subprocess.TimeoutExpired):
+            waiter.wait(timeout=2)
+        log.emit("step", iteration=1, loss=1.0)
+        assert waiter.wait(timeout=10) == 0
+    finally:
+        waiter.kill()
+        waiter.wait()
