@@ -8,7 +8,8 @@ import os
 import sys
 import warnings
 
-from trainer.config import ConfigError, TrainerConfig, load_config
+from trainer.config import ConfigError, TrainerConfig
+from trainer.config_loader import load_config
 from trainer.recipes import RECIPES
 
 

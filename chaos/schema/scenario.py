@@ -27,7 +27,8 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
 
-from trainer.config import ConfigError, TrainerConfig, load_config
+from trainer.config import ConfigError, TrainerConfig
+from trainer.config_loader import load_config
 from trainer.recipes import recipe_values
 
 SCHEMA_VERSION = 1

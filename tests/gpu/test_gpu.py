@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from trainer.config import ConfigError, load_config
+from trainer.config import ConfigError
+from trainer.config_loader import load_config
 from trainer.model import GPT
 
 pytestmark = [

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from trainer.config import ConfigError, TrainerConfig, build_config, load_config, parse_override
+from trainer.config import ConfigError, TrainerConfig
+from trainer.config_loader import build_config, load_config, parse_override
 from trainer.recipes import RECIPES
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -162,7 +163,7 @@ def digest(*overrides: str) -> str:
 
 
 def test_the_digest_is_stable_across_processes() -> None:
-    code = f"from trainer.config import load_config; print(load_config('tiny_cpu', None, {list(BASE)!r}).digest())"
+    code = f"from trainer.config_loader import load_config; print(load_config('tiny_cpu', None, {list(BASE)!r}).digest())"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == digest() == digest()
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainer.config import ConfigError, load_config
+from trainer.config import ConfigError
+from trainer.config_loader import load_config
 
 
 def config_error(*overrides: str) -> str:

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chaos.schema.scenario import Scenario, ScenarioError, load_scenario, parse_scenario, scenario_files
-from trainer.config import parse_override
+from trainer.config_loader import parse_override
 
 SCENARIOS = Path(__file__).resolve().parents[4] / "scenarios"
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
