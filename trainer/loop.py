@@ -10,9 +10,9 @@ import os
 import platform
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -28,7 +28,7 @@ from trainer.config import ConfigError, SchedulerConfig, TrainerConfig
 from trainer.data import Sampler, build_corpus
 from trainer.distributed import DistEnv, all_ranks_agree
 from trainer.model import GPT
-from trainer.resiliency.rerun import step_runner
+from trainer.rng import rng_state, set_rng_state
 
 log = logging.getLogger(__name__)
 
@@ -58,30 +58,6 @@ class LRSchedule:
         self.num_steps = int(state["num_steps"])
 
 
-def rng_state() -> dict[str, Any]:
-    """Every RNG a step can touch, in a form torch.load(weights_only=True) accepts."""
-    version, mt, gauss = random.getstate()
-    kind, keys, pos, has_gauss, cached = np.random.get_state()
-    state: dict[str, Any] = {
-        "python": [version, list(mt), gauss],
-        "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, cached],
-        "torch": torch.get_rng_state(),
-    }
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    version, mt, gauss = state["python"]
-    random.setstate((version, tuple(mt), gauss))
-    kind, keys, pos, has_gauss, cached = state["numpy"]
-    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
 def use_deterministic_kernels() -> None:
     """Bit-reproducible CUDA steps: deterministic cuBLAS workspaces and no atomics-based kernels."""
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
@@ -97,10 +73,28 @@ def weights_digest(model: torch.nn.Module) -> str:
     return h.hexdigest()
 
 
-class Trainer:
-    """Owns the model, optimizer, schedule and data, and runs the loop; implements Checkpointable."""
+class StepRunner(Protocol):
+    """Computes a step's forward/backward (``compute(computation)``) as often as it decides; returns the local
+    loss the optimizer steps with. The rerun state machine is one (trainer/resiliency/rerun_step.py)."""
 
-    def __init__(self, cfg: TrainerConfig, env: DistEnv, events: EventLog, components: list[Component]):
+    def run_step(self, host: Trainer, step: int, compute: Callable[[int], torch.Tensor]) -> torch.Tensor: ...
+
+
+class SingleComputation:
+    """No rerun machinery: the forward/backward runs once."""
+
+    def run_step(self, host: Trainer, step: int, compute: Callable[[int], torch.Tensor]) -> torch.Tensor:
+        return compute(0)
+
+
+class Trainer:
+    """Owns the model, optimizer, schedule and data, and runs the loop; implements Checkpointable, and the
+    StepHost the rerun state machine steps through."""
+
+    def __init__(
+        self, cfg: TrainerConfig, env: DistEnv, events: EventLog, components: list[Component],
+        step_runner: StepRunner | None = None,
+    ):
         self.cfg, self.env, self.events, self.components = cfg, env, events, components
         self.iteration = 0
         tc = cfg.train
@@ -125,7 +119,7 @@ class Trainer:
             tc.micro_batch_size, gbs, env.rank, env.world_size,
         )
         self.checkpointer = Checkpointer(cfg.checkpoint, events, env.rank, env.world_size)
-        self.rerun = step_runner(components)
+        self.step_runner = step_runner or SingleComputation()
 
     def _build_optimizer(self) -> torch.optim.Optimizer:
         o = self.cfg.optimizer
@@ -160,6 +154,22 @@ class Trainer:
         set_rng_state(state["rng"])
         for c in self.components:
             c.load_state_dict(state["resiliency"].get(c.name, {}))
+
+    # ------------------------------------------------------------------------------------ StepHost
+    def data_state(self) -> dict[str, int]:
+        return self.sampler.state_dict()
+
+    def restore_data(self, state: dict[str, int]) -> None:
+        self.sampler.load_state_dict(state)
+
+    def save_checkpoint(self) -> bool:
+        if self.checkpointer.root is None:
+            return False
+        self.checkpointer.save(self.iteration, self)
+        return True
+
+    def wait_for_saves(self) -> None:
+        self.checkpointer.wait()
 
     # ------------------------------------------------------------------------------------ the loop
     @contextlib.contextmanager
@@ -215,7 +225,7 @@ class Trainer:
         The rerun hook may compute the forward/backward more than once (same batch, same RNG) to validate
         its result, or stop the run (exit 16/17) before the optimizer has touched the weights.
         """
-        local_loss = self.rerun.run_step(self, step, lambda computation: self.forward_backward(step, computation))
+        local_loss = self.step_runner.run_step(self, step, lambda computation: self.forward_backward(step, computation))
         return self.optimizer_step(local_loss)
 
     def forward_backward(self, step: int, computation: int) -> torch.Tensor:

@@ -17,7 +17,8 @@ from trainer.distributed import DistEnv, init_distributed
 from trainer.loop import Trainer, versions
 from trainer.resiliency.ft import FaultTolerance
 from trainer.resiliency.preemption import Preemption
-from trainer.resiliency.rerun import RerunExit, RerunStateMachine
+from trainer.resiliency.rerun import RerunExit
+from trainer.resiliency.rerun_step import RerunStateMachine
 
 if TYPE_CHECKING:
     from trainer.resiliency.inprocess import InProcessIteration
@@ -65,7 +66,8 @@ class TrainingSession:
     def run(self) -> int:
         try:
             self.components = build_components(self.cfg, self.env, self.events)
-            self.trainer = Trainer(self.cfg, self.env, self.events, self.components)
+            rerun = next((c for c in self.components if isinstance(c, RerunStateMachine)), None)
+            self.trainer = Trainer(self.cfg, self.env, self.events, self.components, step_runner=rerun)
             reason = self.trainer.train()
         except ConfigError as e:
             print(f"trainer: error: {e}", file=sys.stderr)

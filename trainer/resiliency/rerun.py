@@ -8,10 +8,10 @@ data position are restored and the step is computed again in place:
     resumed from that checkpoint on another node:  different -> persistent error, same -> correct result (17)
     resumed on the same node again:                exit 16 again, at most `max_same_node_reruns` times, then 17
 
-The decision logic (:class:`RerunMachine`) is pure: each rank turns its result into a :class:`Report`,
-the reports of all ranks are gathered, and every rank derives the same :class:`Action` from the same list,
-so ranks cannot disagree. :class:`RerunStateMachine` is the trainer component that computes, gathers,
-restores, saves and exits around it.
+The decision logic (:class:`RerunMachine`, this module) is pure: each rank turns its result into a
+:class:`Report`, the reports of all ranks are gathered, and every rank derives the same :class:`Action` from
+the same list, so ranks cannot disagree. The trainer component that computes, gathers, restores, saves and
+exits around it is ``trainer.resiliency.rerun_step.RerunStateMachine``.
 
 Bounding Megatron-LM issue #5281 (under in-job restart the same node exits 16 forever): every landing on
 the suspicious node increments a count that is saved with the checkpoint (exit 16 re-saves the same
@@ -21,28 +21,14 @@ diagnosis ``same_node_loop``, and so does every later restart from that checkpoi
 
 from __future__ import annotations
 
-import logging
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum, IntEnum
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal
 
-import torch
-import torch.distributed as dist
-
-from runlog.env import node_id
-from runlog.log import EventLog
-from runlog.records import Rerun
-from trainer.components import Component
 from trainer.config import RerunStateMachineConfig
-from trainer.distributed import DistEnv
-
-if TYPE_CHECKING:
-    from trainer.loop import Trainer
-
-log = logging.getLogger(__name__)
 
 EXIT_RESUME_TO_DISAMBIGUATE = 16
 EXIT_FAILED_VALIDATION = 17
@@ -416,92 +402,3 @@ def machine_from_config(cfg: RerunStateMachineConfig, rank: int, world_size: int
         mode, rank, here, cfg.check_for_nan_in_loss, cfg.check_for_spiky_loss, cfg.max_same_node_reruns,
         injector, SpikyTracker(cfg.spiky_loss_factor),
     )
-
-
-class StepRunner(Protocol):
-    def run_step(self, trainer: Trainer, step: int, compute: Callable[[int], torch.Tensor]) -> torch.Tensor: ...
-
-
-class SingleComputation:
-    """No rerun machinery: the forward/backward runs once."""
-
-    def run_step(self, trainer: Trainer, step: int, compute: Callable[[int], torch.Tensor]) -> torch.Tensor:
-        return compute(0)
-
-
-def step_runner(components: Sequence[Component]) -> StepRunner:
-    """The rerun state machine among the components, or a single computation when it is off."""
-    return next((c for c in components if isinstance(c, RerunStateMachine)), SingleComputation())
-
-
-def gather_reports(report: Report, env: DistEnv) -> list[Report]:
-    """Every rank's report, on every rank: one all-reduce (SUM of rows that only their owner fills)."""
-    rows = torch.zeros((env.world_size, 2), dtype=torch.float64, device=env.device)
-    rows[env.rank, 0], rows[env.rank, 1] = float(report.vote), report.value
-    dist.all_reduce(rows)
-    return [Report(Vote(int(v)), float(x)) for v, x in rows.tolist()]
-
-
-class RerunStateMachine(Component):
-    """Runs the step's forward/backward through the state machine: validate, rerun, save and exit."""
-
-    name = "rerun_state_machine"
-
-    def __init__(self, cfg: RerunStateMachineConfig, env: DistEnv, events: EventLog, seed: int):
-        self.env, self.events = env, events
-        here = f"{node_id()}/{env.device.type}:{env.local_rank}"
-        self.machine = machine_from_config(cfg, env.rank, env.world_size, here, seed)
-        log.warning("RerunStateMachine initialized in mode %s", self.machine.mode.value)
-
-    @staticmethod
-    def armed(cfg: RerunStateMachineConfig) -> bool:
-        """Megatron checks NaN losses even with reruns disabled; nothing to do when no check is on."""
-        return cfg.rerun_mode != "disabled" or cfg.check_for_nan_in_loss or cfg.check_for_spiky_loss
-
-    def run_step(self, trainer: Trainer, step: int, compute: Callable[[int], torch.Tensor]) -> torch.Tensor:
-        """The step's local loss once the machine lets the optimizer step; raises to stop the run."""
-        from trainer.loop import rng_state, set_rng_state
-
-        m = self.machine
-        m.start_step(step)
-        rng, data = rng_state(), trainer.sampler.state_dict()
-        computation = 0
-        while True:
-            loss = compute(computation)
-            action = m.decide(gather_reports(m.record(loss.item()), self.env))
-            if action.noteworthy:
-                self._emit(action, step)
-            if action.kind == "proceed":
-                return loss
-            set_rng_state(rng)  # rerun (or save) from exactly the state the step started from
-            trainer.sampler.load_state_dict(data)
-            if action.kind != "rerun":
-                self._stop(trainer, action, step)
-            computation += 1
-
-    def _emit(self, action: Action, step: int) -> None:
-        m = self.machine
-        self.events.write(Rerun(
-            action.state.value, action.diagnosis.value if action.diagnosis else None, step, list(action.flagged),
-            list(action.values), m.failed_check, m.initial_value, action.code, action.message,
-        ))
-        level = logging.INFO if action.kind == "proceed" and not action.flagged else logging.WARNING
-        if self.env.rank == 0:
-            log.log(level, "rerun state machine, iteration %d: %s -> %s", step, action.message, action.state.value)
-
-    def _stop(self, trainer: Trainer, action: Action, step: int) -> None:
-        if action.kind == "error":
-            raise ResultValidationError(action.message)
-        if action.save:
-            if trainer.checkpointer.root is None:
-                log.error("exit %d asks for a checkpoint but checkpoint.save is unset: nothing to resume from", action.code)
-            else:
-                trainer.checkpointer.save(trainer.iteration, trainer)
-        trainer.checkpointer.wait()
-        raise RerunExit(action.code, action.diagnosis.value, f"iteration {step}: {action.message}")
-
-    def state_dict(self) -> dict[str, Any]:
-        return self.machine.state_dict()
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.machine.load_state_dict(state)
