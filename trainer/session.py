@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import sys
 import traceback
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import torch.distributed as dist
 
@@ -20,8 +20,15 @@ from trainer.resiliency.preemption import Preemption
 from trainer.resiliency.rerun import RerunExit
 from trainer.resiliency.rerun_step import RerunStateMachine
 
-if TYPE_CHECKING:
-    from trainer.resiliency.inprocess import InProcessIteration
+
+@dataclass(frozen=True)
+class InProcessIteration:
+    """What one iteration of NVRx's in-process Wrapper hands the training session (trainer/resiliency/
+    inprocess.py): its store, and its attempt (the Wrapper's iteration numbered on from the attempts of
+    earlier launcher rounds, see ``inprocess.attempt_base``)."""
+
+    store: dist.Store
+    attempt: int
 
 
 def build_components(cfg: TrainerConfig, env: DistEnv, events: EventLog) -> list[Component]:

@@ -19,7 +19,6 @@ import logging
 import os
 import socket
 import traceback
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -32,20 +31,12 @@ from runlog.reader import read_events
 from runlog.records import InprocessAbort, InprocessStart
 from trainer import nvrx_compat
 from trainer.config import InProcessRestartConfig, TrainerConfig
+from trainer.session import InProcessIteration, TrainingSession
 
 log = logging.getLogger(__name__)
 
 inprocess = nvrx_compat.inprocess()
 STORE_TIMEOUT = timedelta(seconds=300)
-
-
-@dataclass(frozen=True)
-class InProcessIteration:
-    """What one Wrapper iteration hands the training session: its store, and its attempt (the Wrapper's
-    iteration numbered on from the attempts of earlier launcher rounds, see attempt_base)."""
-
-    store: dist.Store
-    attempt: int
 
 
 def attempt_base(run_dir: str | None) -> int:
@@ -154,8 +145,6 @@ def run_inprocess(cfg: TrainerConfig) -> int:
     )
 
     def train(call_wrapper: inprocess.CallWrapper = None) -> int:
-        from trainer.session import TrainingSession
-
         iteration = call_wrapper.iteration
         store = dist.PrefixStore(f"inprocess-{iteration}", coordination)
         with TrainingSession(cfg, InProcessIteration(store, base + iteration)) as session:
