@@ -21,6 +21,7 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ import torch.distributed.checkpoint as dcp
 
 from runlog.log import EventLog
 from runlog.records import CheckpointCorrupt, CheckpointLoad, CheckpointSaveBegin, CheckpointSaveEnd, Resume
+from trainer.components import Component, LoadPhase, SavePhase
 from trainer.config import CheckpointConfig
 
 log = logging.getLogger(__name__)
@@ -122,6 +124,17 @@ def list_checkpoints(root: Path) -> list[tuple[int, Path]]:
     return sorted(found, reverse=True)
 
 
+@dataclass(frozen=True)
+class Candidate:
+    """A finished checkpoint folder (a CheckpointCandidate for the components' load hooks)."""
+
+    iteration: int
+    folder: Path
+
+    def data_files(self) -> list[Path]:
+        return [p for p in self.folder.rglob("*") if p.is_file() and p.name != MANIFEST]
+
+
 @dataclass
 class _PendingSave:
     iteration: int
@@ -133,8 +146,11 @@ class _PendingSave:
 class Checkpointer:
     """Saves every `save_interval` steps (sync or async) and resumes from the newest good checkpoint."""
 
-    def __init__(self, cfg: CheckpointConfig, events: EventLog, rank: int, world_size: int):
+    def __init__(
+        self, cfg: CheckpointConfig, events: EventLog, rank: int, world_size: int, components: Sequence[Component] = (),
+    ):
         self.cfg = cfg
+        self.components = components
         self.events = events
         self.rank = rank
         self.world_size = world_size
@@ -152,8 +168,10 @@ class Checkpointer:
     def load(self, state: Checkpointable) -> int:
         """Restore the newest good checkpoint; returns its iteration (0: nothing to resume from)."""
         source = self.cfg.load or self.cfg.save
+        self._on_load(LoadPhase.CHOOSE, [Candidate(i, f) for i, f in list_checkpoints(Path(source))] if source else [])
         if source is None:
             return 0
+        dist.barrier()  # whatever a component did to the candidates is done on every rank before rank 0 picks
         choice = [self._choose(Path(source)) if self.rank == 0 else None]
         dist.broadcast_object_list(choice, src=0)
         if choice[0] is None:
@@ -175,6 +193,7 @@ class Checkpointer:
             raise CheckpointError(f"{folder}: no state for rank {self.rank} (saved with another world size?)")
         sharded = state.sharded_state_dict()
         dcp.load(sharded, checkpoint_id=str(folder))
+        self._on_load(LoadPhase.READ, [Candidate(iteration, folder)])
         state.load_sharded_state_dict(sharded)
         state.load_rank_state_dict(torch.load(rank_file, weights_only=True))
         self.events.write(CheckpointLoad(iteration, str(folder), time.monotonic() - t0))
@@ -205,14 +224,17 @@ class Checkpointer:
             shutil.rmtree(tmp, ignore_errors=True)
             (tmp / "rank_state").mkdir(parents=True)
         dist.barrier()
+        self._on_save(SavePhase.BEGIN, iteration)
         self._write_rank_state(tmp, state)
         if self.cfg.async_save:
             future = dcp.async_save(
                 state.sharded_state_dict(), checkpoint_id=str(tmp), process_group=self._checkpoint_group()
             )
             self._pending = _PendingSave(iteration, tmp, future, t0)
+            self._on_save(SavePhase.ISSUED, iteration)
             return
         dcp.save(state.sharded_state_dict(), checkpoint_id=str(tmp))
+        self._on_save(SavePhase.ISSUED, iteration)
         dist.barrier()
         self._seal(iteration, tmp)
         dist.barrier()  # every rank's save_end then means: sealed and named in the tracker
@@ -247,15 +269,20 @@ class Checkpointer:
     def _log_end(self, iteration: int, started: float, is_async: bool) -> None:
         path = str(iteration_dir(self.root, iteration))
         self.events.write(CheckpointSaveEnd(iteration, path, time.monotonic() - started, is_async))
+        self._on_save(SavePhase.SEALED, iteration)
+
+    def _on_save(self, phase: SavePhase, iteration: int) -> None:
+        for c in self.components:
+            c.on_save(phase, iteration)
+
+    def _on_load(self, phase: LoadPhase, checkpoints: list[Candidate]) -> None:
+        for c in self.components:
+            c.on_load(phase, checkpoints)
 
     def _prune(self) -> None:
         if self.cfg.most_recent_k > 0:
             for _, folder in list_checkpoints(self.root)[self.cfg.most_recent_k :]:
                 shutil.rmtree(folder, ignore_errors=True)
-
-    def pending_iteration(self) -> int | None:
-        """The iteration of the async save in flight (issued, not yet sealed), or None."""
-        return None if self._pending is None else self._pending.iteration
 
     def poll(self) -> None:
         """Finalize an async save whose writes have finished (called once per step)."""

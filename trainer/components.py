@@ -1,18 +1,74 @@
 """The trainer's hook points. Each resiliency concern is a Component; a disabled one is simply absent.
 
-Call order, per process: ``on_train_start`` once (after the resume), then for every step
-``before_step`` -> the step (inside ``section_start/end("step")``; ``on_loss`` for every micro-batch of
-every computation) -> ``after_step`` -> ``stop_reason``; saves run inside the "checkpointing" section; ``close`` once at the end, also after an error.
+A component sees the run through these hooks and the read-only :class:`TrainContext` it gets at the start,
+never through the Trainer. Call order, per process:
+
+- loading a checkpoint (before ``on_train_start``): ``on_load(CHOOSE, candidates)`` before the checkpoint is
+  chosen (newest first), then ``on_load(READ, [chosen])`` while it is read (its shards are in, nothing is
+  applied yet);
+- ``on_train_start`` once;
+- every step: ``before_step`` -> the step (inside ``section_start/end("step")``; for every computation and
+  micro-batch ``before_forward`` -> the forward pass -> ``after_forward``, in reverse order of the
+  components so that their spans nest, then ``on_loss``) -> ``after_step`` -> ``stop_reason``;
+- saves run inside the "checkpointing" section: ``on_save(BEGIN)`` once every rank is in the save (its folder
+  exists, nothing written), ``on_save(ISSUED)`` once this rank's writes are issued (a sync save's are done,
+  an async save's handed to its writer), ``on_save(SEALED)`` once the save is complete (for an async save:
+  later, in a later step or at the end; between ISSUED and SEALED the save is in flight);
+- ``close`` once at the end, also after an error.
+
+A component may also supply DDP's communication hook (``comm_hook``): one component at most.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import torch
+    import torch.distributed as dist
 
-    from trainer.loop import Trainer
+
+class SavePhase(str, Enum):
+    BEGIN = "begin"
+    ISSUED = "issued"
+    SEALED = "sealed"
+
+
+class LoadPhase(str, Enum):
+    CHOOSE = "choose"
+    READ = "read"
+
+
+class CheckpointCandidate(Protocol):
+    """A finished checkpoint the trainer may load."""
+
+    iteration: int
+    folder: Path
+
+    def data_files(self) -> list[Path]:
+        """Its files, but for the manifest that verifies them."""
+
+
+@dataclass(frozen=True)
+class TrainContext:
+    """What a component may know of the run it is part of, handed over once at the start."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    device: torch.device
+    backend: str
+    microbatches: int
+    """Micro-batches per step on this rank (forward passes per computation of a step)."""
+    async_saves: bool
+
+
+CommHook = Callable[[Any, "dist.GradBucket"], "torch.futures.Future[torch.Tensor]"]
+"""DDP's communication hook: (state, bucket) -> a future of the reduced bucket."""
 
 
 class Component:
@@ -20,9 +76,11 @@ class Component:
 
     name = "component"
 
-    def on_train_start(self, trainer: Trainer, start_iteration: int) -> None: ...
-    def before_step(self, trainer: Trainer, iteration: int) -> None: ...
-    def after_step(self, trainer: Trainer, iteration: int, loss: float) -> None: ...
+    def on_load(self, phase: LoadPhase, checkpoints: Sequence[CheckpointCandidate]) -> None: ...
+    def on_train_start(self, ctx: TrainContext, start_iteration: int) -> None: ...
+    def before_step(self, iteration: int) -> None: ...
+    def before_forward(self, iteration: int, microbatch: int) -> None: ...
+    def after_forward(self, iteration: int, microbatch: int) -> None: ...
 
     def on_loss(self, iteration: int, computation: int, loss: torch.Tensor) -> torch.Tensor:
         """A micro-batch's loss before its backward; returned as is, or corrupted (the chaos hook).
@@ -31,11 +89,17 @@ class Component:
         """
         return loss
 
+    def after_step(self, iteration: int, loss: float) -> None: ...
     def section_start(self, name: str) -> None: ...
     def section_end(self, name: str) -> None: ...
+    def on_save(self, phase: SavePhase, iteration: int) -> None: ...
 
-    def stop_reason(self, trainer: Trainer, iteration: int) -> str | None:
+    def stop_reason(self, iteration: int) -> str | None:
         """A reason to save and stop after this step, or None to go on."""
+        return None
+
+    def comm_hook(self) -> CommHook | None:
+        """DDP's gradient communication hook, when this component supplies one (at most one may)."""
         return None
 
     def state_dict(self) -> dict[str, Any]:
@@ -43,4 +107,4 @@ class Component:
         return {}
 
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
-    def close(self, trainer: Trainer) -> None: ...
+    def close(self) -> None: ...

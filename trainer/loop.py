@@ -23,7 +23,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from runlog.log import EventLog
 from runlog.records import Step
 from trainer.checkpoint import Checkpointer, atomic_write_text
-from trainer.components import Component
+from trainer.components import Component, TrainContext
 from trainer.config import ConfigError, SchedulerConfig, TrainerConfig
 from trainer.data import Sampler, build_corpus
 from trainer.distributed import DistEnv, all_ranks_agree
@@ -111,6 +111,7 @@ class Trainer:
         np.random.seed(cfg.rng.seed)
         self.model = GPT(cfg.model).to(env.device)
         self.ddp = DDP(self.model, device_ids=[env.local_rank] if env.device.type == "cuda" else None)
+        self._register_comm_hook()
         self.optimizer = self._build_optimizer()
         self.schedule = LRSchedule(cfg.scheduler, cfg.optimizer.lr, cfg.optimizer.min_lr, tc.train_iters)
         corpus_seed = cfg.dataset.seed if cfg.dataset.seed is not None else cfg.rng.seed
@@ -118,8 +119,23 @@ class Trainer:
             build_corpus(corpus_seed, cfg.dataset.corpus_bytes), corpus_seed, cfg.model.seq_length,
             tc.micro_batch_size, gbs, env.rank, env.world_size,
         )
-        self.checkpointer = Checkpointer(cfg.checkpoint, events, env.rank, env.world_size)
+        self.checkpointer = Checkpointer(cfg.checkpoint, events, env.rank, env.world_size, components)
         self.step_runner = step_runner or SingleComputation()
+
+    def _register_comm_hook(self) -> None:
+        hooks = [(c.name, hook) for c in self.components if (hook := c.comm_hook()) is not None]
+        if len(hooks) > 1:
+            names = ", ".join(name for name, _ in hooks)
+            raise ConfigError(f"components {names} each supply a DDP communication hook; DDP takes one")
+        if hooks:
+            self.ddp.register_comm_hook(None, hooks[0][1])
+
+    def context(self) -> TrainContext:
+        env = self.env
+        return TrainContext(
+            env.rank, env.world_size, env.local_rank, env.device, env.backend, self.sampler.num_microbatches,
+            self.cfg.checkpoint.async_save,
+        )
 
     def _build_optimizer(self) -> torch.optim.Optimizer:
         o = self.cfg.optimizer
@@ -183,20 +199,21 @@ class Trainer:
     def train(self) -> str:
         """Run to train_iters or until a component asks to stop; returns the exit reason."""
         self.iteration = self.checkpointer.load(self)
+        ctx = self.context()
         for c in self.components:
-            c.on_train_start(self, self.iteration)
+            c.on_train_start(ctx, self.iteration)
         reason = "completed"
         while self.iteration < self.cfg.train.train_iters:
             step = self.iteration + 1
             for c in self.components:
-                c.before_step(self, step)
+                c.before_step(step)
             t0 = time.perf_counter()
             with self.section("step"):
                 loss = self.train_step(step)
             self.iteration = step
             self.log_step(loss, time.perf_counter() - t0)
             for c in self.components:
-                c.after_step(self, step, loss)
+                c.after_step(step, loss)
             stop = self._stop_reason(step)
             if self.checkpointer.should_save(step) or (stop and self.checkpointer.root):
                 with self.section("checkpointing"):
@@ -213,7 +230,7 @@ class Trainer:
         interval = self.cfg.train.exit_interval
         if interval and step % interval == 0 and step < self.cfg.train.train_iters:
             return "exit_interval"
-        reasons = [r for c in self.components if (r := c.stop_reason(self, step))]
+        reasons = [r for c in self.components if (r := c.stop_reason(step))]
         # Every rank must stop at the same step, or the ones that go on hang in the next all-reduce.
         if all_ranks_agree(bool(reasons), self.env.device):
             return reasons[0] if reasons else "peer_stopped"
@@ -237,12 +254,22 @@ class Trainer:
             x, y = (t.to(self.env.device) for t in self.sampler.batch(micro))
             sync = contextlib.nullcontext() if micro == n_micro - 1 else self.ddp.no_sync()
             with sync, torch.autocast(self.env.device.type, torch.bfloat16, enabled=self.cfg.model.bf16):
-                loss = self.ddp(x, y) / n_micro
+                loss = self._forward(step, micro, x, y) / n_micro
                 for c in self.components:
                     loss = c.on_loss(step, computation, loss)
             loss.backward()
             total += loss.detach()
         return total
+
+    def _forward(self, step: int, micro: int, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The forward pass inside every component's forward span. The spans nest (the last opened is closed
+        first), so a slowdown one component adds falls inside another's timing of the same pass."""
+        for c in self.components:
+            c.before_forward(step, micro)
+        out = self.ddp(x, y)
+        for c in reversed(self.components):
+            c.after_forward(step, micro)
+        return out
 
     def optimizer_step(self, local_loss: torch.Tensor) -> float:
         """Apply the gradients, advance schedule and data; returns the loss averaged over ranks."""

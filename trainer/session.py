@@ -47,7 +47,7 @@ def build_components(cfg: TrainerConfig, env: DistEnv, events: EventLog) -> list
     if cfg.fault_injection.plan:
         from chaos.hooks.injector import FaultInjector
 
-        components.append(FaultInjector.from_plan_file(cfg.fault_injection.plan, events, cfg.checkpoint.save))
+        components.append(FaultInjector.from_plan_file(cfg.fault_injection.plan, events))
     return components
 
 
@@ -99,7 +99,7 @@ class TrainingSession:
 
     def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         for c in self.components:
-            c.close(self.trainer)
+            c.close()
         self.events.close()
         # Free DDP's reducer while its process group is alive: destroying the group first leaves the
         # reducer's destructor joining a gloo thread that waits for the GIL it holds (a teardown deadlock).

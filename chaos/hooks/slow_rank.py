@@ -12,7 +12,6 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -35,25 +34,19 @@ class Slowdown:
 
 
 class ForwardStretch:
-    """Sleeps after each forward pass of ``model``; the hook is prepended so observers time it too."""
+    """Sleeps at the end of each forward pass (the trainer's forward span: ``start`` before, ``stop`` after)."""
 
-    def __init__(self, model: torch.nn.Module, slowdown: Slowdown, microbatches: int):
+    def __init__(self, slowdown: Slowdown, microbatches: int):
         self.slowdown, self.microbatches = slowdown, microbatches
         self._t0 = 0.0
-        self._handles = [
-            model.register_forward_pre_hook(self._start),
-            model.register_forward_hook(self._stretch, prepend=True),
-        ]
 
-    def _start(self, module: torch.nn.Module, args: Any) -> None:
+    def start(self) -> None:
         self._t0 = time.perf_counter()
 
-    def _stretch(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+    def stop(self) -> None:
         time.sleep(self.slowdown.extra_s(time.perf_counter() - self._t0, self.microbatches))
 
-    def close(self) -> None:
-        for handle in self._handles:
-            handle.remove()
+    def close(self) -> None: ...
 
 
 class GpuContention:
@@ -77,13 +70,16 @@ class GpuContention:
                 a = torch.tanh(a @ a)
                 stream.synchronize()
 
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
 
 
-def slow_down(model: torch.nn.Module, device: torch.device, slowdown: Slowdown, microbatches: int) -> ForwardStretch | GpuContention:
+def slow_down(device: torch.device, slowdown: Slowdown, microbatches: int) -> ForwardStretch | GpuContention:
     """Arm the slowdown for this rank: kernel contention on GPU, stretched forward passes on CPU."""
     if device.type == "cuda" and torch.cuda.is_available():
         return GpuContention(device)
-    return ForwardStretch(model, slowdown, microbatches)
+    return ForwardStretch(slowdown, microbatches)

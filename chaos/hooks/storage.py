@@ -7,21 +7,20 @@ The trainer must notice on load (its manifest check) and fall back to the previo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-from trainer.checkpoint import MANIFEST, list_checkpoints
+from trainer.components import CheckpointCandidate
 
 GARBLE_BYTES = 64
 
 
-def corrupt_newest(root: Path, mode: Literal["truncate", "garble"]) -> Path | None:
-    """Break the largest data file of the newest finished checkpoint under `root`; returns it (None: none)."""
-    found = list_checkpoints(root)
-    if not found:
+def corrupt_newest(candidates: Sequence[CheckpointCandidate], mode: Literal["truncate", "garble"]) -> Path | None:
+    """Break the largest data file of the newest of the trainer's checkpoints; returns it (None: none)."""
+    if not candidates:
         return None
-    files = [p for p in found[0][1].rglob("*") if p.is_file() and p.name != MANIFEST]
-    victim = max(files, key=lambda p: p.stat().st_size)
+    victim = max(candidates[0].data_files(), key=lambda p: p.stat().st_size)
     size = victim.stat().st_size
     with open(victim, "r+b") as f:
         if mode == "truncate":

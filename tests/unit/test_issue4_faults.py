@@ -19,7 +19,7 @@ from chaos.schema.scenario import ScenarioError, parse_scenario
 from chaos.supervise.runner import SCENARIO_COPY, external_command
 from chaos.supervise.signals import EventSteps, ExternalFaults, LogSteps, alive, worker_pids
 from runlog.log import EventLog
-from trainer.checkpoint import verify, write_manifest
+from trainer.checkpoint import Candidate, list_checkpoints, verify, write_manifest
 from trainer.config import ConfigError
 from trainer.resiliency.preemption import Preemption, parse_signal
 
@@ -34,12 +34,12 @@ def test_preemption_records_and_reports_once(tmp_path: Path) -> None:
     events = EventLog(tmp_path, "rank-0", rank=0, attempt=0)
     handler = Preemption("SIGUSR1", events)
     try:
-        assert handler.stop_reason(None, 3) is None
+        assert handler.stop_reason(3) is None
         os.kill(os.getpid(), signal.SIGUSR1)
-        assert handler.stop_reason(None, 4) == "signal"
-        assert handler.stop_reason(None, 5) == "signal"
+        assert handler.stop_reason(4) == "signal"
+        assert handler.stop_reason(5) == "signal"
     finally:
-        handler.close(None)
+        handler.close()
         events.close()
     lines = [json.loads(x) for x in (tmp_path / "events" / "rank-0.jsonl").read_text().splitlines()]
     assert [(e["event"], e["signal"], e["iteration"]) for e in lines] == [("signal_received", "SIGUSR1", 4)]
@@ -60,14 +60,14 @@ def test_corrupt_newest_breaks_only_the_newest_checkpoint(tmp_path: Path, mode: 
         (folder / "data.distcp").write_bytes(bytes(range(256)) * 8)
         (folder / "small").write_bytes(b"x")
         write_manifest(folder, it, 1)
-    victim = corrupt_newest(tmp_path, mode)
+    victim = corrupt_newest([Candidate(i, f) for i, f in list_checkpoints(tmp_path)], mode)
     assert victim == tmp_path / "iter_0000010" / "data.distcp"
     assert verify(tmp_path / "iter_0000010") is not None
     assert verify(tmp_path / "iter_0000005") is None
 
 
 def test_corrupt_newest_without_checkpoints_is_none(tmp_path: Path) -> None:
-    assert corrupt_newest(tmp_path, "truncate") is None
+    assert corrupt_newest([], "truncate") is None
 
 
 def test_signal_fault_needs_exactly_one_target() -> None:

@@ -15,16 +15,12 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from runlog.log import EventLog
 from runlog.records import FaultInjected, FtTimeouts
 from trainer.checkpoint import atomic_write_text
-from trainer.components import Component
+from trainer.components import Component, TrainContext
 from trainer.config import FaultToleranceConfig
-
-if TYPE_CHECKING:
-    from trainer.loop import Trainer
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +67,8 @@ class FaultTolerance(Component):
         self.state_file = Path(state_dir) / FT_STATE if state_dir else None
         self.client = None
         self._in_setup = False
+        self._iteration = 0
+        """The last completed step (what a simulated fault's event names)."""
         if cfg.enable_ft_package:
             self._connect()
 
@@ -90,13 +88,14 @@ class FaultTolerance(Component):
             self.client.start_section("setup")
             self._in_setup = True
 
-    def on_train_start(self, trainer: Trainer, start_iteration: int) -> None:
+    def on_train_start(self, ctx: TrainContext, start_iteration: int) -> None:
+        self._iteration = start_iteration
         if self.client is not None and not self.cfg.use_sections:
             self.client.send_heartbeat()
         if self.cfg.simulate_fault and self.events.attempt == 0:
-            self._start_simulated_fault(trainer)
+            self._start_simulated_fault()
 
-    def _start_simulated_fault(self, trainer: Trainer) -> None:
+    def _start_simulated_fault(self) -> None:
         # Bridge's thread fires on every launch; firing in the first attempt only lets the recovery show.
         rank, fault, delay = simulated_fault_plan(self.cfg, self.world_size, self.seed)
         if rank != self.events.rank:
@@ -104,7 +103,7 @@ class FaultTolerance(Component):
 
         def _later() -> None:
             time.sleep(delay)
-            fire(self.events, fault, trainer.iteration, "ft.simulate_fault", f"base_delay={self.cfg.simulated_fault_base_delay}")
+            fire(self.events, fault, self._iteration, "ft.simulate_fault", f"base_delay={self.cfg.simulated_fault_base_delay}")
 
         threading.Thread(target=_later, name="ft-simulated-fault", daemon=True).start()
 
@@ -147,11 +146,12 @@ class FaultTolerance(Component):
             calculated=bool(hb.were_calculated or sections.calculated_sections or sections.is_out_of_section_calculated),
         ))
 
-    def after_step(self, trainer: Trainer, iteration: int, loss: float) -> None:
+    def after_step(self, iteration: int, loss: float) -> None:
+        self._iteration = iteration
         if self.client is not None and not self.cfg.use_sections:
             self.client.send_heartbeat()
 
-    def close(self, trainer: Trainer) -> None:
+    def close(self) -> None:
         if self.client is not None:
             if self.cfg.use_sections:
                 self.client.end_all_sections()

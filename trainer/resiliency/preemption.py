@@ -11,15 +11,11 @@ from __future__ import annotations
 
 import signal
 from types import FrameType
-from typing import TYPE_CHECKING
 
 from runlog.log import EventLog
 from runlog.records import SignalReceived
 from trainer.components import Component
 from trainer.config import ConfigError
-
-if TYPE_CHECKING:
-    from trainer.loop import Trainer
 
 
 def parse_signal(name: str) -> signal.Signals:
@@ -48,7 +44,7 @@ class Preemption(Component):
     def _record(self, signum: int, frame: FrameType | None) -> None:
         self.received = signal.Signals(signum)
 
-    def stop_reason(self, trainer: Trainer, iteration: int) -> str | None:
+    def stop_reason(self, iteration: int) -> str | None:
         if self.received is None:
             return None
         if not self._reported:  # the event is written here, outside the handler
@@ -56,5 +52,5 @@ class Preemption(Component):
             self._reported = True
         return "signal"
 
-    def close(self, trainer: Trainer | None) -> None:
+    def close(self) -> None:
         signal.signal(self.signal, self._previous)

@@ -26,19 +26,16 @@ import statistics
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from runlog.log import EventLog
 from runlog.records import StragglerReport
 from trainer import nvrx_compat
-from trainer.components import Component
+from trainer.components import Component, TrainContext
 from trainer.config import NVRxStragglerDetectionConfig
 from trainer.distributed import all_ranks_agree
-
-if TYPE_CHECKING:
-    from trainer.loop import Trainer
 
 log = logging.getLogger(__name__)
 
@@ -101,54 +98,46 @@ def _plain(scores: Mapping[int, float]) -> dict[int, float]:
 
 
 class ForwardTimer:
-    """Wall-clock time of every forward pass of ``model``, in ms, until ``take()`` empties it.
+    """Wall-clock time of every forward pass, in ms, until ``take()`` empties it; the trainer's forward span
+    (``start`` before the pass, ``stop`` after it) encloses whatever a later component adds to the pass (a
+    chaos slowdown), as slower kernels would on GPU."""
 
-    The start hook is prepended and the end hook appended, so that anything else hooked on the forward
-    pass (a chaos slowdown) falls inside the timed span, as slower kernels would on GPU.
-    """
-
-    def __init__(self, model: torch.nn.Module):
+    def __init__(self) -> None:
         self.durations_ms: list[float] = []
         self._t0 = 0.0
-        self._handles = [
-            model.register_forward_pre_hook(self._start, prepend=True),
-            model.register_forward_hook(self._end),
-        ]
 
-    def _start(self, module: torch.nn.Module, args: Any) -> None:
+    def start(self) -> None:
         self._t0 = time.perf_counter()
 
-    def _end(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+    def stop(self) -> None:
         self.durations_ms.append((time.perf_counter() - self._t0) * 1e3)
 
     def take(self) -> list[float]:
         taken, self.durations_ms = self.durations_ms, []
         return taken
 
-    def close(self) -> None:
-        for handle in self._handles:
-            handle.remove()
-
 
 class CpuReporter:
     """NVRx's ReportGenerator over our forward timings, on the default (gloo) process group."""
 
-    def __init__(self, cfg: NVRxStragglerDetectionConfig, model: torch.nn.Module, node: str):
-        self.timer = ForwardTimer(model)
+    def __init__(self, cfg: NVRxStragglerDetectionConfig, node: str):
+        self.timer = ForwardTimer()
         self.generator = nvrx_compat.straggler().reporting.ReportGenerator(
             scores_to_compute=scores_to_compute(cfg), gather_on_rank0=True, node_name=node
         )
+
+    def start_forward(self) -> None:
+        self.timer.start()
+
+    def end_forward(self) -> None:
+        self.timer.stop()
 
     def report(self) -> Any:
         durations = self.timer.take()
         sections = {SECTION: summarize(durations)} if durations else {}
         return self.generator.generate_report(sections, {})
 
-    def section(self, name: str) -> contextlib.AbstractContextManager[None]:
-        return contextlib.nullcontext()
-
-    def close(self) -> None:
-        self.timer.close()
+    def close(self) -> None: ...
 
 
 class GpuReporter:
@@ -158,7 +147,7 @@ class GpuReporter:
     ranks they run longest and the healthy ranks score worst (seen on 2xH200 with rank 1 contended).
     """
 
-    def __init__(self, cfg: NVRxStragglerDetectionConfig, model: torch.nn.Module, node: str):
+    def __init__(self, cfg: NVRxStragglerDetectionConfig, node: str):
         self.detector = nvrx_compat.straggler().Detector
         self.detector.initialize(
             scores_to_compute=scores_to_compute(cfg), gather_on_rank0=True,
@@ -166,23 +155,18 @@ class GpuReporter:
             node_name=node,
         )
         self._open = contextlib.ExitStack()
-        self._handles = [
-            model.register_forward_pre_hook(lambda *_: self._open.enter_context(self._section()), prepend=True),
-            model.register_forward_hook(lambda *_: self._open.close()),
-        ]
 
-    def _section(self) -> contextlib.AbstractContextManager[None]:
-        return self.detector.detection_section(SECTION, profile_cuda=True)
+    def start_forward(self) -> None:
+        self._open.enter_context(self.detector.detection_section(SECTION, profile_cuda=True))
+
+    def end_forward(self) -> None:
+        self._open.close()
 
     def report(self) -> Any:
         return self.detector.generate_report()
 
-    def section(self, name: str) -> contextlib.AbstractContextManager[None]:
-        return contextlib.nullcontext()
-
     def close(self) -> None:
-        for handle in self._handles:
-            handle.remove()
+        self._open.close()
         self.detector.shutdown()
 
 
@@ -195,26 +179,24 @@ class StragglerDetection(Component):
         self.cfg, self.events = cfg, events
         self.reporter: CpuReporter | GpuReporter | None = None
         self.device = torch.device("cpu")
-        self._open = contextlib.ExitStack()
         self._last_report = time.monotonic()
         self._detected = False
 
-    def on_train_start(self, trainer: Trainer, start_iteration: int) -> None:
-        self.device = trainer.env.device
-        if self.device.type == "cuda":
-            self.reporter = GpuReporter(self.cfg, trainer.model, self.events.node)
-        else:
-            self.reporter = CpuReporter(self.cfg, trainer.model, self.events.node)
+    def on_train_start(self, ctx: TrainContext, start_iteration: int) -> None:
+        self.device = ctx.device
+        reporter = GpuReporter if self.device.type == "cuda" else CpuReporter
+        self.reporter = reporter(self.cfg, self.events.node)
         self._last_report = time.monotonic()
 
-    def section_start(self, name: str) -> None:
+    def before_forward(self, iteration: int, microbatch: int) -> None:
         if self.reporter is not None:
-            self._open.enter_context(self.reporter.section(name))
+            self.reporter.start_forward()
 
-    def section_end(self, name: str) -> None:
-        self._open.close()
+    def after_forward(self, iteration: int, microbatch: int) -> None:
+        if self.reporter is not None:
+            self.reporter.end_forward()
 
-    def after_step(self, trainer: Trainer, iteration: int, loss: float) -> None:
+    def after_step(self, iteration: int, loss: float) -> None:
         due = time.monotonic() - self._last_report >= self.cfg.report_time_interval
         if self.reporter is None or not all_ranks_agree(due, self.device):
             return
@@ -242,11 +224,10 @@ class StragglerDetection(Component):
         flagged = verdict.flagged or "none"
         return f"relative [{worst(verdict.relative)}]; individual [{worst(verdict.individual)}]; stragglers {flagged}"
 
-    def stop_reason(self, trainer: Trainer, iteration: int) -> str | None:
+    def stop_reason(self, iteration: int) -> str | None:
         return STOP_REASON if self.cfg.stop_if_detected and self._detected else None
 
-    def close(self, trainer: Trainer) -> None:
-        self._open.close()
+    def close(self) -> None:
         if self.reporter is not None:
             self.reporter.close()
             self.reporter = None
