@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Literal
 
+from trainer.plugins import installed_components
+
 
 class ConfigError(ValueError):
     """A config key or value is wrong; the message names it and says what was expected."""
@@ -235,9 +237,21 @@ INPROCESS_ORDER = (
 
 @dataclass(kw_only=True)
 class FaultInjectionConfig:
-    """The chaos hook. Nothing is injected unless `plan` names a fault plan written by the chaos runner."""
+    """A fault injector installed beside the trainer (trainer/plugins.py). Nothing is injected unless the
+    config names both the component and the plan it fires (the chaos runner sets them; a scenario cannot)."""
 
+    component: str | None = None
+    """An installed component (entry point group trainer.components), e.g. chaos."""
     plan: str | None = None
+    """The fault plan file the component reads."""
+
+    def __post_init__(self) -> None:
+        if (self.component is None) != (self.plan is None):
+            given, missing = ("component", "plan") if self.plan is None else ("plan", "component")
+            raise ConfigError(f"fault_injection.{given} is set but fault_injection.{missing} is not: give both or neither")
+        if self.component is not None and self.component not in installed_components():
+            known = ", ".join(installed_components()) or "none"
+            raise ConfigError(f"fault_injection.component: {self.component!r} is not installed (installed: {known})")
 
 
 @dataclass(kw_only=True)

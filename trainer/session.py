@@ -15,6 +15,7 @@ from trainer.components import Component
 from trainer.config import ConfigError, TrainerConfig
 from trainer.distributed import DistEnv, init_distributed
 from trainer.loop import Trainer, versions
+from trainer.plugins import load_component
 from trainer.resiliency.ft import FaultTolerance
 from trainer.resiliency.preemption import Preemption
 from trainer.resiliency.rerun import RerunExit
@@ -44,10 +45,8 @@ def build_components(cfg: TrainerConfig, env: DistEnv, events: EventLog) -> list
         from trainer.resiliency.straggler import StragglerDetection
 
         components.append(StragglerDetection(cfg.nvrx_straggler, events))
-    if cfg.fault_injection.plan:
-        from chaos.hooks.injector import FaultInjector
-
-        components.append(FaultInjector.from_plan_file(cfg.fault_injection.plan, events))
+    if cfg.fault_injection.component is not None:
+        components.append(load_component(cfg.fault_injection.component)(cfg.fault_injection.plan, events))
     return components
 
 

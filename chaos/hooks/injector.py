@@ -14,6 +14,7 @@ import signal
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch.distributed as dist
@@ -39,8 +40,10 @@ class InjectedFault(RuntimeError):
 class FaultInjector(Component):
     name = "chaos"
 
-    def __init__(self, faults: list[PlannedFault], events: EventLog):
+    def __init__(self, plan: str | Path, events: EventLog):
+        """This rank's faults of `plan` (a plan file, chaos/schema/plan.py); the trainer's factory call."""
         self.events = events
+        faults = read_plan(plan)
         # Only this rank's faults of this restart round; signal faults come from the runner.
         self.faults = [
             f for f in faults
@@ -55,10 +58,6 @@ class FaultInjector(Component):
         """Armed slow_rank effects, closed with the component."""
         self._in_flight: set[int] = set()
         """Iterations of this rank's async saves issued and not yet sealed."""
-
-    @classmethod
-    def from_plan_file(cls, path: str, events: EventLog) -> FaultInjector:
-        return cls(read_plan(path), events)
 
     def _of_type(self, kind: str) -> list[PlannedFault]:
         return [f for f in self.faults if f.type == kind]

@@ -47,6 +47,15 @@ def plan_faults(scenario: Scenario, seed: int) -> list[PlannedFault]:
     return planned
 
 
+INJECTOR = "chaos"
+"""The trainer component that fires a plan's faults inside the ranks (entry point group trainer.components)."""
+
+
+def arming(plan_file: str | Path) -> list[str]:
+    """The trainer overrides that arm its ranks with a plan: the injector component, and the plan it reads."""
+    return [f"fault_injection.component={INJECTOR}", f"fault_injection.plan={plan_file}"]
+
+
 def write_plan(path: Path, faults: list[PlannedFault]) -> None:
     path.write_text(json.dumps({"faults": [asdict(f) for f in faults]}, indent=1))
 

@@ -32,8 +32,9 @@ from trainer.config_loader import load_config
 from trainer.recipes import recipe_values
 
 SCHEMA_VERSION = 1
-RUNNER_KEYS = ("checkpoint.save", "logger.run_dir")
-"""Trainer settings the runner points into the run folder; a scenario may not set them."""
+RUNNER_KEYS = ("checkpoint.save", "logger.run_dir", "fault_injection.component", "fault_injection.plan")
+"""Trainer settings the runner sets (paths into the run folder, the injector that fires the plan); a scenario
+may not set them: it never names code to run."""
 
 
 class ScenarioError(ValueError):

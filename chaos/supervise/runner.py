@@ -23,7 +23,7 @@ from chaos.judge.baseline import ensure_baseline
 from chaos.judge.report import build_journal, format_summary, plot_timeline, write_journal
 from chaos.judge.timeline import load_run
 from chaos.judge.verdicts import Verdict, compare_runs, judge
-from chaos.schema.plan import PlannedFault, plan_faults, read_plan, write_plan
+from chaos.schema.plan import PlannedFault, arming, plan_faults, read_plan, write_plan
 from chaos.schema.scenario import Scenario, ScenarioError, parse_scenario
 from chaos.supervise.launch import Launch, LaunchResult, LaunchSpec
 from chaos.supervise.nodes import ClusterSpec, gpu_blocks, run_cluster, visible_gpus
@@ -121,7 +121,7 @@ def execute(scenario: Scenario, run_dir: Path, seed: int, progress: Callable[[st
     plan = plan_faults(scenario, seed)
     if plan:
         write_plan(run_dir / "plan.json", plan)
-        overrides.append(f"fault_injection.plan={run_dir / 'plan.json'}")
+        overrides.extend(arming(run_dir / "plan.json"))
     events = EventLog(run_dir, "launcher", rank=-1, attempt=0)
     view = ProgressView(run_dir, progress) if progress else None
     steps = LogSteps(run_dir, scenario.step_pattern) if scenario.step_pattern else EventSteps(run_dir)

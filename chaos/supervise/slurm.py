@@ -29,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-from chaos.schema.plan import PlannedFault, plan_faults, read_plan
+from chaos.schema.plan import PlannedFault, arming, plan_faults, read_plan
 from chaos.schema.scenario import Scenario, ScenarioError
 from chaos.supervise.nodes import node_name, node_pids
 from chaos.supervise.signals import EventSteps, alive
@@ -62,7 +62,7 @@ def _agent_command(scenario: Scenario) -> str:
     ]
     module = "torch.distributed.run" if scenario.launcher == "torchrun" else nvrx_compat.LAUNCHER_MODULE
     here = "@RUN_DIR@"  # quoted as a literal, then spliced back in as "$RUN_DIR" for the node's shell to expand
-    quoted = [shlex.quote(o) for o in (*scenario.trainer_overrides(here), f"fault_injection.plan={here}/plan.json")]
+    quoted = [shlex.quote(o) for o in (*scenario.trainer_overrides(here), *arming(f"{here}/plan.json"))]
     overrides = [q.replace(here, "'\"$RUN_DIR\"'") for q in quoted]
     return " ".join([
         f"python -m {module}", "--rdzv-backend=c10d", '--rdzv-endpoint="$HEAD:$PORT"', '--rdzv-conf=is_host="$IS_HOST"',

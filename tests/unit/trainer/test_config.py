@@ -173,7 +173,7 @@ def test_the_digest_is_stable_across_processes() -> None:
     [
         "logger.run_dir=/tmp/elsewhere",
         "logger.log_interval=5",
-        "fault_injection.plan=/tmp/plan.json",
+        "fault_injection.component=chaos fault_injection.plan=/tmp/plan.json",
         "ft.enable_ft_package=true",
         "ft.simulate_fault=true",
         "dist.distributed_backend=gloo",
@@ -183,7 +183,7 @@ def test_the_digest_is_stable_across_processes() -> None:
     ],
 )
 def test_the_digest_ignores_settings_that_do_not_change_the_numbers(override: str) -> None:
-    assert digest(override) == digest()
+    assert digest(*override.split()) == digest()
 
 
 @pytest.mark.parametrize(
@@ -206,3 +206,22 @@ def test_the_digest_changes_with_settings_that_change_the_numbers(override: str)
 def test_the_digest_is_a_short_hex_string() -> None:
     value = TrainerConfig().digest()
     assert len(value) == 16 and int(value, 16) >= 0
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["fault_injection.plan=/tmp/p.json"], "fault_injection.plan is set but fault_injection.component is not"),
+        (["fault_injection.component=chaos"], "fault_injection.component is set but fault_injection.plan is not"),
+        (
+            ["fault_injection.component=nope", "fault_injection.plan=/tmp/p.json"],
+            "fault_injection.component: 'nope' is not installed (installed: chaos)",
+        ),
+    ],
+)
+def test_a_fault_injector_is_armed_only_by_an_installed_component_and_its_plan(overrides: list[str], message: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        load_config("tiny_cpu", None, overrides)
+    assert str(e.value).startswith(message) and "\n" not in str(e.value)
+    armed = load_config("tiny_cpu", None, ["fault_injection.component=chaos", "fault_injection.plan=/tmp/p.json"])
+    assert armed.fault_injection.component == "chaos"

@@ -226,6 +226,10 @@ RULES: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
         _set("trainer.checkpoint.save", "/elsewhere"),
         "trainer.checkpoint.save: set by the runner",
     ),
+    "a component to run, named by the scenario": (
+        _set("trainer.fault_injection.component", "chaos"),
+        "trainer.fault_injection.component: set by the runner",
+    ),
     "simulated fault rank outside the world": (
         _set("trainer.ft.simulated_fault_rank", 2),
         "trainer.ft.simulated_fault_rank: 2 is outside the world (world_size 2)",

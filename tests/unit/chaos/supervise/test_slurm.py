@@ -39,7 +39,7 @@ def test_rank_killed_runs_one_agent_on_one_node_with_the_plan_on_shared_storage(
     assert "--nnodes=1 --nproc-per-node=2 --max-restarts=3" in text
     task = srun_task(text)
     assert '--rdzv-endpoint="$HEAD:$PORT"' in task and 'is_host="$IS_HOST"' in task
-    assert "fault_injection.plan='\"$RUN_DIR\"'/plan.json" in task
+    assert "fault_injection.component=chaos fault_injection.plan='\"$RUN_DIR\"'/plan.json" in task
     plan = json.loads(text.split('cat > "$RUN_DIR/plan.json" <<\'CHAOS_EOF\'\n')[1].split("\nCHAOS_EOF")[0])
     assert plan["faults"] == [
         {"fault_id": "f0", "type": "rank_killed", "rank": 1, "attempt": 0, "at_step": 7, "delay_s": None, "options": {}}
@@ -113,7 +113,7 @@ def test_a_spare_waits_for_the_first_step_through_the_event_reader(tmp_path: Pat
         with pytest.raises(subprocess.TimeoutExpired):
             waiter.wait(timeout=2)
         log.emit("step", iteration=1, loss=1.0)
-        assert waiter.wait(timeout=10) == 0
+        assert waiter.wait(timeout=120) == 0
     finally:
         waiter.kill()
         waiter.wait()
