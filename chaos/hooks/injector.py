@@ -21,8 +21,8 @@ import torch.distributed as dist
 
 from chaos.hooks.loss import LossFaults, is_persistent
 from chaos.hooks.storage import corrupt_newest
+from chaos.schema.faults import LOSS_FAULTS, SIGNAL_FAULTS
 from chaos.schema.plan import PlannedFault, read_plan
-from chaos.schema.scenario import LOSS_FAULTS, SIGNAL_FAULTS
 from runlog.log import EventLog
 from runlog.records import FaultInjected
 from trainer.components import CheckpointCandidate, CommHook, Component, LoadPhase, SavePhase, TrainContext

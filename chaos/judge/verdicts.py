@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from chaos.judge.correlate import correlate, read_losses
 from chaos.judge.timeline import Metrics
-from chaos.schema.scenario import Baseline, Expect, Limit
+from chaos.schema.expect import Baseline, Expect, Limit
 
 NOT_OBSERVED = "not observed"
 WEIGHTS_FILE = "final_weights.pt"

@@ -14,22 +14,21 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Discriminator,
-    Field,
-    Tag,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
-from pydantic_core import ErrorDetails, PydanticCustomError
+from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 
+from chaos.schema.base import Strict, show
+from chaos.schema.expect import Expect
+from chaos.schema.faults import NODE_FAULTS, SIGNAL_FAULTS, Fault
+from chaos.schema.ft_options import FTLauncherOptions
+from chaos.schema.messages import describe, yaml_problem
 from trainer.config import ConfigError, TrainerConfig
 from trainer.config_loader import load_config
 from trainer.recipes import recipe_values
+
+
+class ScenarioError(ValueError):
+    """A scenario file is wrong; the message is one line: ``<file>: <field path>: <problem>``."""
+
 
 SCHEMA_VERSION = 1
 RUNNER_KEYS = ("checkpoint.save", "logger.run_dir", "fault_injection.component", "fault_injection.plan")
@@ -37,386 +36,17 @@ RUNNER_KEYS = ("checkpoint.save", "logger.run_dir", "fault_injection.component",
 may not set them: it never names code to run."""
 
 
-class ScenarioError(ValueError):
-    """A scenario file is wrong; the message is one line: ``<file>: <field path>: <problem>``."""
-
-
-def _show(value: Any) -> str:
-    """A value as a message quotes it: YAML words, one line, short."""
-    if isinstance(value, (dict, list)):
-        return "a mapping" if isinstance(value, dict) else "a list"
-    text = "null" if value is None else str(value).lower() if isinstance(value, bool) else repr(value)
-    return text if len(text) <= 60 else f"{text[:57]}..."
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _known_keys(cls, data: Any) -> Any:
-        # Before pydantic's own extra="forbid" check, whose message does not say which keys exist.
-        if isinstance(data, dict):
-            for key in data:
-                if key not in cls.model_fields:
-                    ctx = {"key": key, "known": ", ".join(cls.model_fields)}
-                    raise PydanticCustomError("unknown_key", "unknown key; known: {known}", ctx)
-        return data
-
-
-class Limit(_Strict):
-    """A bound on a measured number: {min: a, max: b}; either may be left out. A bare number means both."""
-
-    min: float | None = None
-    max: float | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _from_number(cls, value: Any) -> Any:
-        if isinstance(value, (dict, Limit)):
-            return value
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return {"min": value, "max": value}
-        raise ValueError(f"expected a number or {{min: a, max: b}}, got {_show(value)}")
-
-    @model_validator(mode="after")
-    def _can_hold(self) -> Limit:
-        if self.min is None and self.max is None:
-            raise ValueError("a limit needs min, max or both")
-        if self.min is not None and self.max is not None and self.min > self.max:
-            raise ValueError(f"min ({self.min:g}) is greater than max ({self.max:g}): no value can hold")
-        return self
-
-    def holds(self, value: float) -> bool:
-        return (self.min is None or value >= self.min) and (self.max is None or value <= self.max)
-
-    def describe(self) -> str:
-        if self.min == self.max:
-            return f"== {self.min:g}"
-        parts = [f">= {self.min:g}" if self.min is not None else "", f"<= {self.max:g}" if self.max is not None else ""]
-        return " and ".join(p for p in parts if p)
-
-
-class _FaultBase(_Strict):
-    rank: int | None = Field(default=None, ge=0)
-    """The target rank; None lets the seeded plan choose (random only)."""
-    at_step: int | None = Field(default=None, ge=1)
-    """Fire just before this step (1-based) computes."""
-    after_s: float | None = Field(default=None, ge=0)
-    """Fire after base_delay + 0.2*U(0,1)*base_delay seconds (Megatron Bridge's simulate_fault timing)."""
-    attempt: int = Field(default=0, ge=0)
-    """The restart round in which the fault fires (0: the first launch)."""
-
-    @model_validator(mode="after")
-    def _one_trigger(self) -> _FaultBase:
-        if (self.at_step is None) == (self.after_s is None):
-            raise ValueError("give exactly one trigger: at_step or after_s")
-        return self
-
-
-class RankKilled(_FaultBase):
-    """SIGKILL to the rank (a crashed process)."""
-
-    type: Literal["rank_killed"]
-
-
-class RankHung(_FaultBase):
-    """SIGSTOP to the rank (a hung process: alive, silent)."""
-
-    type: Literal["rank_hung"]
-
-
-class RandomFault(_FaultBase):
-    """rank_killed or rank_hung on a rank, both chosen from the scenario seed."""
-
-    type: Literal["random"]
-
-
-class ExceptionFault(_FaultBase):
-    """A Python exception raised in the step on the rank (a bug, a failed assertion): the rank exits 1."""
-
-    type: Literal["exception"]
-    message: str = "injected by the chaos plan"
-
-
-def _require_at_step(fault: _FaultBase) -> None:
-    if fault.at_step is None or fault.after_s is not None:
-        raise ValueError(f"{fault.type} fires at a step: give at_step (not after_s)")
-
-
-def _require_load_trigger(fault: _FaultBase) -> None:
-    if fault.at_step is not None or fault.after_s is not None:
-        raise ValueError(f"{fault.type} fires at the checkpoint load of its attempt: leave out at_step and after_s")
-    if fault.attempt < 1:
-        raise ValueError(f"{fault.type} breaks a restart's checkpoint load: attempt must be 1 or more")
-
-
-class CollectiveHang(_FaultBase):
-    """The rank stops inside the gradient all-reduce of `at_step` (a wrapped DDP communication hook)."""
-
-    type: Literal["collective_hang"]
-
-    @model_validator(mode="after")
-    def _one_trigger(self) -> CollectiveHang:
-        _require_at_step(self)
-        return self
-
-
-class FaultDuringCheckpoint(_FaultBase):
-    """SIGKILL to the rank while a checkpoint is in flight: the save of `at_step` (sync: inside the save;
-    async: after the save was issued, before it is sealed), or the checkpoint load of `attempt`."""
-
-    type: Literal["fault_during_checkpoint"]
-    during: Literal["save", "load"] = "save"
-
-    @model_validator(mode="after")
-    def _one_trigger(self) -> FaultDuringCheckpoint:
-        if self.during == "load":
-            _require_load_trigger(self)
-        else:
-            _require_at_step(self)
-        return self
-
-
-class CheckpointCorrupt(_FaultBase):
-    """The newest checkpoint truncated or garbled by `rank` just before the load of `attempt`."""
-
-    type: Literal["checkpoint_corrupt"]
-    rank: int | None = Field(default=0, ge=0)
-    mode: Literal["truncate", "garble"] = "truncate"
-
-    @model_validator(mode="after")
-    def _one_trigger(self) -> CheckpointCorrupt:
-        _require_load_trigger(self)
-        return self
-
-
-class _SignalFault(_FaultBase):
-    """A real signal sent by the runner from outside to real pids: to `rank`, to `ranks`, or to a
-    `target` (all ranks, or the launcher). Works on any training command, not only this project's."""
-
-    ranks: list[Annotated[int, Field(ge=0)]] | None = Field(default=None, min_length=1)
-    target: Literal["all", "launcher"] | None = None
-
-    @model_validator(mode="after")
-    def _one_target(self) -> _SignalFault:
-        given = [name for name in ("rank", "ranks", "target") if getattr(self, name) is not None]
-        if len(given) != 1:
-            raise ValueError("give exactly one target: rank, ranks or target (all | launcher)")
-        return self
-
-
-class Sigterm(_SignalFault):
-    """Preemption: SIGTERM, then SIGKILL to whatever is still alive `grace_s` seconds later."""
-
-    type: Literal["sigterm"]
-    grace_s: float = Field(default=30.0, ge=0)
-
-
-class Sigkill(_SignalFault):
-    """SIGKILL from outside (an OOM killer, a node agent)."""
-
-    type: Literal["sigkill"]
-
-
-class Sigstop(_SignalFault):
-    """SIGSTOP from outside: the processes hang until something kills them."""
-
-    type: Literal["sigstop"]
-
-
-class DutyCycle(_SignalFault):
-    """Slowness from outside: `cycles` rounds of SIGSTOP for `stop_s`, then SIGCONT for `run_s`."""
-
-    type: Literal["duty_cycle"]
-    stop_s: float = Field(gt=0)
-    run_s: float = Field(gt=0)
-    cycles: int = Field(ge=1)
-
-
-SIGNAL_FAULTS = frozenset({"sigterm", "sigkill", "sigstop", "duty_cycle"})
-"""Fault types the runner delivers from outside; every other type is fired inside the trainer."""
-
-
-class _NodeFault(_FaultBase):
-    """A fault of a whole node of a multi-node scenario (chaos/nodes.py), delivered by the runner.
-
-    Node 0 hosts the c10d rendezvous store (as the first node of a cluster job does), so it cannot be lost:
-    its store is the rendezvous itself."""
-
-    node: int = Field(ge=1)
-
-
-class NodeKilled(_NodeFault):
-    """SIGKILL to the node's launcher agent and every process it started (a node lost)."""
-
-    type: Literal["node_killed"]
-
-
-class NodeHung(_NodeFault):
-    """SIGSTOP to every rank of the node: its agent lives on, its ranks go silent."""
-
-    type: Literal["node_hung"]
-
-
-class NodeRejoin(_NodeFault):
-    """A replacement agent for a killed node joins the rendezvous, `after_s` into round `attempt`."""
-
-    type: Literal["node_rejoin"]
-
-    @model_validator(mode="after")
-    def _one_trigger(self) -> NodeRejoin:
-        if self.after_s is None or self.at_step is not None:
-            raise ValueError("node_rejoin fires by time in the round after the loss: give after_s (not at_step)")
-        if self.attempt < 1:
-            raise ValueError("node_rejoin joins a later rendezvous round: attempt must be 1 or more")
-        return self
-
-
-NODE_FAULTS = frozenset({"node_killed", "node_hung", "node_rejoin"})
-"""Fault types of a whole node, delivered by the runner to a multi-node scenario's agents and ranks."""
-
-class SlowRank(_FaultBase):
-    """The rank computes slower from its trigger on (chaos/slow_rank.py): each forward pass `factor` times
-    as long, or `seconds` more per step, on CPU; a competing CUDA stream on its device on GPU."""
-
-    type: Literal["slow_rank"]
-    factor: float | None = Field(default=None, gt=1)
-    seconds: float | None = Field(default=None, gt=0)
-
-    @model_validator(mode="after")
-    def _one_amount(self) -> SlowRank:
-        if (self.factor is None) == (self.seconds is None):
-            raise ValueError("give exactly one slowdown: factor (> 1) or seconds (> 0 per step)")
-        return self
-
-
-class _LossFault(_FaultBase):
-    """The rank's loss corrupted before its backward at `at_step` (the trainer's on_loss hook): `transient`
-    in the first computation of the step only, `persistent` in every computation on the faulty node (the
-    first launch's node identity), whatever the attempt; a relaunch with another CHAOS_NODE_ID is clean."""
-
-    persistence: Literal["transient", "persistent"] = "transient"
-
-    @model_validator(mode="after")
-    def _at_step_only(self) -> _LossFault:
-        _require_at_step(self)
-        return self
-
-
-class NanLoss(_LossFault):
-    """The loss becomes NaN (and so do the gradients): the rerun state machine's NaN check."""
-
-    type: Literal["nan_loss"]
-
-
-class SpikyLoss(_LossFault):
-    """The loss is multiplied by `factor`: the rerun state machine's spiky-loss check (non-fatal)."""
-
-    type: Literal["spiky_loss"]
-    factor: float = Field(default=1000.0, gt=1)
-
-
-LOSS_FAULTS = frozenset({"nan_loss", "spiky_loss"})
-"""Fault types that corrupt the loss inside the trainer."""
-
-Fault = Annotated[
-    RankHung | RankKilled | RandomFault | ExceptionFault | CollectiveHang | FaultDuringCheckpoint
-    | CheckpointCorrupt | Sigterm | Sigkill | Sigstop | DutyCycle | SlowRank | NanLoss | SpikyLoss
-    | NodeKilled | NodeHung | NodeRejoin,
-    Field(discriminator="type"),
-]
-
-
-class FTLauncherOptions(_Strict):
-    """ft_launcher's --ft-* options (NVRx FaultToleranceConfig names), and its restart policy."""
-
-    initial_rank_heartbeat_timeout: float | None = Field(default=30.0, gt=0)
-    rank_heartbeat_timeout: float | None = Field(default=5.0, gt=0)
-    rank_section_timeouts: dict[str, Annotated[float, Field(gt=0)]] | None = None
-    rank_out_of_section_timeout: float | None = Field(default=None, gt=0)
-    workload_check_interval: float = Field(default=1.0, gt=0)
-    safety_factor: float = Field(default=5.0, gt=0)
-    """Learned timeouts (trainer ft.calc_ft_timeouts) are this factor times the longest interval observed."""
-    term_timeout: float = Field(default=15.0, gt=0)
-    """Seconds the launcher waits after SIGTERM before SIGKILL when it stops workers (NVRx tests use 15)."""
-    gpu_memory_reclaim_timeout: float | None = Field(default=None, ge=0)
-    """NVRx 0.5+: after stopping workers, wait up to this long until the node's GPUs hold almost nothing
-    (None: NVRx's default, 50 s in 0.7; 0: no wait). Runs packed onto shared GPUs turn it off."""
-
-
-class Baseline(_Strict):
-    """Compare with a fault-free run of the same config: exact bits, or losses within a tolerance."""
-
-    tolerance: float = Field(ge=0)
-
-
-def _baseline_kind(value: Any) -> str:
-    return "tolerance" if isinstance(value, (dict, Baseline)) else "exact"
-
-
-# A discriminator, so that a wrong value is reported against the one form it resembles.
-BaselineSpec = Annotated[
-    Annotated[Literal["exact"], Tag("exact")] | Annotated[Baseline, Tag("tolerance")],
-    Discriminator(_baseline_kind),
-]
-
-
-class Expect(_Strict):
-    """What a recovered run must show. Every field is optional; each given one is a verdict."""
-
-    exit_code: int | None = None
-    restarts: Limit | None = None
-    resumed_from_step: int | None = Field(default=None, ge=0)
-    completed_steps: int | None = Field(default=None, ge=0)
-    lost_steps: Limit | None = None
-    time_to_detect_s: Limit | None = None
-    time_to_recover_s: Limit | None = None
-    time_to_detect_last_s: Limit | None = None
-    """time_to_detect of the last fault: with learned timeouts, a second hang is caught sooner."""
-    goodput: Limit | None = None
-    steps_during_async_save: Limit | None = None
-    """Steps rank 0 completed while async saves were in flight (0 for sync saves: training waited)."""
-    faults_injected: Limit | None = None
-    """Faults that fired (in the trainer or from the runner): compound scenarios check every one did."""
-    checkpoints_rejected: Limit | None = None
-    """Checkpoints the trainer found corrupt on load and skipped."""
-    preemption_saved: bool | None = None
-    """A checkpoint was sealed between the first SIGTERM and the end of its grace period."""
-    grace_killed: bool | None = None
-    """The runner had to SIGKILL processes that outlived a SIGTERM's grace period."""
-    exit_reason: str | None = None
-    """Rank 0's last exit reason (completed, straggler_detected, ...; docs/events.md)."""
-    saved_at_exit: bool | None = None
-    """Rank 0's last exit came right after a checkpoint of that very step (a stop that saved first)."""
-    stragglers_flagged: list[Annotated[int, Field(ge=0)]] | None = None
-    """Every rank any straggler report flagged, sorted; [] wants reports that flag nobody."""
-    reports_to_flag: Limit | None = None
-    """Straggler reports from the fault up to the first that flags its rank (1: the first report after it)."""
-    inprocess_restarts: Limit | None = None
-    """Times NVRx's in-process Wrapper re-entered the training function."""
-    trainer_exit_codes: list[int] | None = None
-    """Per launch, the trainer's own exit code (rank 0's last `exit`); the launcher's differs (torchrun: 1)."""
-    rerun_diagnosis: str | None = None
-    """The rerun state machine's last diagnosis (transient_error, persistent_error, correct_result, ...)."""
-    world_size_after: int | None = Field(default=None, ge=1)
-    """The world size of the last restart round (a multi-node run that lost a node may shrink)."""
-    nodes_after: list[str] | None = None
-    """The node identities (CHAOS_NODE_ID) of the last restart round's ranks, sorted: who took over."""
-    baseline: BaselineSpec | None = None
-
-
 def _override_value(value: Any) -> Any:
     finite = isinstance(value, float) and math.isfinite(value)
     if value is None or finite or isinstance(value, (bool, int, str)):
         return value
-    raise ValueError(f"must be a number, a string, true, false or null, got {_show(value)}")
+    raise ValueError(f"must be a number, a string, true, false or null, got {show(value)}")
 
 
 OverrideValue = Annotated[bool | int | float | str | None, BeforeValidator(_override_value)]
 
 
-class Scenario(_Strict):
+class Scenario(Strict):
     schema_version: Literal[1] = 1
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     description: str
@@ -624,82 +254,17 @@ def _is_number_word(text: str) -> bool:
     return True
 
 
-# The errors that say what was expected; every other pydantic message is reworded from "Input should ...".
-_EXPECTED = {
-    "model_type": "must be a mapping",
-    "model_attributes_type": "must be a mapping",
-    "dict_type": "must be a mapping",
-    "list_type": "must be a list",
-    "int_type": "must be an integer",
-    "float_type": "must be a number",
-    "string_type": "must be a string",
-    "bool_type": "must be true or false",
-}
-_PLAIN_KEY = re.compile(r"[A-Za-z0-9_.-]+")
-
-
-def _user_loc(loc: tuple[int | str, ...]) -> list[Any]:
-    """pydantic's location without the union branch it names after faults[i] and expect.baseline."""
-    path = list(loc)
-    if len(path) > 2 and (path[0] == "faults" or path[:2] == ["expect", "baseline"]):
-        del path[2]
-    return path
-
-
-def _render(path: list[Any]) -> str:
-    out = ""
-    for key in path:
-        if isinstance(key, str) and _PLAIN_KEY.fullmatch(key):
-            out += f".{key}" if out else key
-        else:
-            out += f"[{_show(key)}]"
-    return out
-
-
-def _describe(error: ErrorDetails) -> str:
-    """One pydantic error as ``field.path: problem``, in the words of the scenario's author."""
-    path, kind, ctx = _user_loc(error["loc"]), error["type"], error.get("ctx", {})
-    if kind == "unknown_key":
-        path.append(ctx["key"])
-        problem = error["msg"]
-    elif kind == "union_tag_invalid":
-        path.append("type")
-        known = ", ".join(re.findall(r"'([^']*)'", ctx["expected_tags"]))
-        problem = f"unknown fault type {_show(error['input']['type'])}; known: {known}"
-    elif kind == "union_tag_not_found":
-        path.append("type")
-        problem = "required"
-    elif kind == "missing":
-        problem = "required"
-    elif kind == "value_error":
-        problem = error["msg"].removeprefix("Value error, ")
-    elif path and path[-1] == "[key]":
-        path.pop()
-        problem = f"keys must be strings, got {_show(error['input'])}"
-    else:
-        expected = _EXPECTED.get(kind) or re.sub(r"^\w+ should", "must", error["msg"])
-        problem = f"{expected}, got {_show(error['input'])}"
-    where = _render(path)
-    return f"{where}: {problem}" if where else problem
-
-
 def parse_scenario(data: Any, source: str) -> Scenario:
     """Validate already-loaded data; every error is one line that starts with `source`."""
     if not isinstance(data, dict):
-        raise ScenarioError(f"{source}: a scenario must be a mapping of fields, got {_show(data)}")
+        raise ScenarioError(f"{source}: a scenario must be a mapping of fields, got {show(data)}")
     version = data.get("schema_version", SCHEMA_VERSION)
     if type(version) is not int or version != SCHEMA_VERSION:
-        raise ScenarioError(f"{source}: schema_version: {_show(version)} is not supported (use {SCHEMA_VERSION})")
+        raise ScenarioError(f"{source}: schema_version: {show(version)} is not supported (use {SCHEMA_VERSION})")
     try:
         return Scenario.model_validate(data)
     except ValidationError as e:
-        raise ScenarioError(f"{source}: {_describe(e.errors()[0])}") from None
-
-
-def _yaml_problem(e: yaml.YAMLError) -> str:
-    mark = getattr(e, "problem_mark", None)
-    problem = getattr(e, "problem", None) or str(e).partition("\n")[0] or type(e).__name__
-    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" if mark else problem
+        raise ScenarioError(f"{source}: {describe(e.errors()[0])}") from None
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -712,7 +277,7 @@ def load_scenario(path: str | Path) -> Scenario:
     except UnicodeDecodeError:
         raise ScenarioError(f"{p}: not a text file (not UTF-8)") from None
     except yaml.YAMLError as e:
-        raise ScenarioError(f"{p}: not valid YAML: {_yaml_problem(e)}") from None
+        raise ScenarioError(f"{p}: not valid YAML: {yaml_problem(e)}") from None
     except RecursionError:
         raise ScenarioError(f"{p}: not valid YAML: nested too deeply") from None
     except ValueError as e:  # PyYAML reads `2001-02-30` as a date, and datetime refuses it

@@ -31,8 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import IO
 
+from chaos.schema.faults import NODE_FAULTS
 from chaos.schema.plan import PlannedFault
-from chaos.schema.scenario import NODE_FAULTS
 from chaos.supervise.launch import (
     LaunchResult,
     LaunchSpec,

@@ -26,8 +26,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from chaos.schema.faults import SIGNAL_FAULTS
 from chaos.schema.plan import PlannedFault
-from chaos.schema.scenario import SIGNAL_FAULTS
 from chaos.supervise.launch import classify, marked_pids, marked_processes
 from runlog import names
 from runlog.layout import RunFolder

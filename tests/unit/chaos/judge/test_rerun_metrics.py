@@ -6,7 +6,7 @@ from typing import Any
 
 from chaos.judge.timeline import compute_metrics
 from chaos.judge.verdicts import judge
-from chaos.schema.scenario import Expect
+from chaos.schema.expect import Expect
 
 
 def ev(name: str, mono: float, rank: int = 0, **fields: Any) -> dict[str, Any]:

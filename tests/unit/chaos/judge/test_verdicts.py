@@ -11,7 +11,7 @@ import torch
 
 from chaos.judge.timeline import Metrics
 from chaos.judge.verdicts import BaselineCheck, compare_runs, judge
-from chaos.schema.scenario import Expect
+from chaos.schema.expect import Expect
 from runlog.log import EventLog
 
 RECOVERED = Metrics(

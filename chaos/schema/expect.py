@@ -1,0 +1,103 @@
+"""What a recovered run must show: limits on measured numbers, the baseline comparison, the expectations."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Discriminator, Field, Tag, model_validator
+
+from chaos.schema.base import Strict, show
+
+
+class Limit(Strict):
+    """A bound on a measured number: {min: a, max: b}; either may be left out. A bare number means both."""
+
+    min: float | None = None
+    max: float | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_number(cls, value: Any) -> Any:
+        if isinstance(value, (dict, Limit)):
+            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return {"min": value, "max": value}
+        raise ValueError(f"expected a number or {{min: a, max: b}}, got {show(value)}")
+
+    @model_validator(mode="after")
+    def _can_hold(self) -> Limit:
+        if self.min is None and self.max is None:
+            raise ValueError("a limit needs min, max or both")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"min ({self.min:g}) is greater than max ({self.max:g}): no value can hold")
+        return self
+
+    def holds(self, value: float) -> bool:
+        return (self.min is None or value >= self.min) and (self.max is None or value <= self.max)
+
+    def describe(self) -> str:
+        if self.min == self.max:
+            return f"== {self.min:g}"
+        parts = [f">= {self.min:g}" if self.min is not None else "", f"<= {self.max:g}" if self.max is not None else ""]
+        return " and ".join(p for p in parts if p)
+
+
+class Baseline(Strict):
+    """Compare with a fault-free run of the same config: exact bits, or losses within a tolerance."""
+
+    tolerance: float = Field(ge=0)
+
+
+def _baseline_kind(value: Any) -> str:
+    return "tolerance" if isinstance(value, (dict, Baseline)) else "exact"
+
+
+# A discriminator, so that a wrong value is reported against the one form it resembles.
+BaselineSpec = Annotated[
+    Annotated[Literal["exact"], Tag("exact")] | Annotated[Baseline, Tag("tolerance")],
+    Discriminator(_baseline_kind),
+]
+
+
+class Expect(Strict):
+    """What a recovered run must show. Every field is optional; each given one is a verdict."""
+
+    exit_code: int | None = None
+    restarts: Limit | None = None
+    resumed_from_step: int | None = Field(default=None, ge=0)
+    completed_steps: int | None = Field(default=None, ge=0)
+    lost_steps: Limit | None = None
+    time_to_detect_s: Limit | None = None
+    time_to_recover_s: Limit | None = None
+    time_to_detect_last_s: Limit | None = None
+    """time_to_detect of the last fault: with learned timeouts, a second hang is caught sooner."""
+    goodput: Limit | None = None
+    steps_during_async_save: Limit | None = None
+    """Steps rank 0 completed while async saves were in flight (0 for sync saves: training waited)."""
+    faults_injected: Limit | None = None
+    """Faults that fired (in the trainer or from the runner): compound scenarios check every one did."""
+    checkpoints_rejected: Limit | None = None
+    """Checkpoints the trainer found corrupt on load and skipped."""
+    preemption_saved: bool | None = None
+    """A checkpoint was sealed between the first SIGTERM and the end of its grace period."""
+    grace_killed: bool | None = None
+    """The runner had to SIGKILL processes that outlived a SIGTERM's grace period."""
+    exit_reason: str | None = None
+    """Rank 0's last exit reason (completed, straggler_detected, ...; docs/events.md)."""
+    saved_at_exit: bool | None = None
+    """Rank 0's last exit came right after a checkpoint of that very step (a stop that saved first)."""
+    stragglers_flagged: list[Annotated[int, Field(ge=0)]] | None = None
+    """Every rank any straggler report flagged, sorted; [] wants reports that flag nobody."""
+    reports_to_flag: Limit | None = None
+    """Straggler reports from the fault up to the first that flags its rank (1: the first report after it)."""
+    inprocess_restarts: Limit | None = None
+    """Times NVRx's in-process Wrapper re-entered the training function."""
+    trainer_exit_codes: list[int] | None = None
+    """Per launch, the trainer's own exit code (rank 0's last `exit`); the launcher's differs (torchrun: 1)."""
+    rerun_diagnosis: str | None = None
+    """The rerun state machine's last diagnosis (transient_error, persistent_error, correct_result, ...)."""
+    world_size_after: int | None = Field(default=None, ge=1)
+    """The world size of the last restart round (a multi-node run that lost a node may shrink)."""
+    nodes_after: list[str] | None = None
+    """The node identities (CHAOS_NODE_ID) of the last restart round's ranks, sorted: who took over."""
+    baseline: BaselineSpec | None = None

@@ -1,0 +1,240 @@
+"""The fault kinds a scenario may name, as its author writes them (``faults:``), each with its own rules."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from chaos.schema.base import Strict
+
+
+class _FaultBase(Strict):
+    rank: int | None = Field(default=None, ge=0)
+    """The target rank; None lets the seeded plan choose (random only)."""
+    at_step: int | None = Field(default=None, ge=1)
+    """Fire just before this step (1-based) computes."""
+    after_s: float | None = Field(default=None, ge=0)
+    """Fire after base_delay + 0.2*U(0,1)*base_delay seconds (Megatron Bridge's simulate_fault timing)."""
+    attempt: int = Field(default=0, ge=0)
+    """The restart round in which the fault fires (0: the first launch)."""
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> _FaultBase:
+        if (self.at_step is None) == (self.after_s is None):
+            raise ValueError("give exactly one trigger: at_step or after_s")
+        return self
+
+
+class RankKilled(_FaultBase):
+    """SIGKILL to the rank (a crashed process)."""
+
+    type: Literal["rank_killed"]
+
+
+class RankHung(_FaultBase):
+    """SIGSTOP to the rank (a hung process: alive, silent)."""
+
+    type: Literal["rank_hung"]
+
+
+class RandomFault(_FaultBase):
+    """rank_killed or rank_hung on a rank, both chosen from the scenario seed."""
+
+    type: Literal["random"]
+
+
+class ExceptionFault(_FaultBase):
+    """A Python exception raised in the step on the rank (a bug, a failed assertion): the rank exits 1."""
+
+    type: Literal["exception"]
+    message: str = "injected by the chaos plan"
+
+
+def _require_at_step(fault: _FaultBase) -> None:
+    if fault.at_step is None or fault.after_s is not None:
+        raise ValueError(f"{fault.type} fires at a step: give at_step (not after_s)")
+
+
+def _require_load_trigger(fault: _FaultBase) -> None:
+    if fault.at_step is not None or fault.after_s is not None:
+        raise ValueError(f"{fault.type} fires at the checkpoint load of its attempt: leave out at_step and after_s")
+    if fault.attempt < 1:
+        raise ValueError(f"{fault.type} breaks a restart's checkpoint load: attempt must be 1 or more")
+
+
+class CollectiveHang(_FaultBase):
+    """The rank stops inside the gradient all-reduce of `at_step` (a wrapped DDP communication hook)."""
+
+    type: Literal["collective_hang"]
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> CollectiveHang:
+        _require_at_step(self)
+        return self
+
+
+class FaultDuringCheckpoint(_FaultBase):
+    """SIGKILL to the rank while a checkpoint is in flight: the save of `at_step` (sync: inside the save;
+    async: after the save was issued, before it is sealed), or the checkpoint load of `attempt`."""
+
+    type: Literal["fault_during_checkpoint"]
+    during: Literal["save", "load"] = "save"
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> FaultDuringCheckpoint:
+        if self.during == "load":
+            _require_load_trigger(self)
+        else:
+            _require_at_step(self)
+        return self
+
+
+class CheckpointCorrupt(_FaultBase):
+    """The newest checkpoint truncated or garbled by `rank` just before the load of `attempt`."""
+
+    type: Literal["checkpoint_corrupt"]
+    rank: int | None = Field(default=0, ge=0)
+    mode: Literal["truncate", "garble"] = "truncate"
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> CheckpointCorrupt:
+        _require_load_trigger(self)
+        return self
+
+
+class _SignalFault(_FaultBase):
+    """A real signal sent by the runner from outside to real pids: to `rank`, to `ranks`, or to a
+    `target` (all ranks, or the launcher). Works on any training command, not only this project's."""
+
+    ranks: list[Annotated[int, Field(ge=0)]] | None = Field(default=None, min_length=1)
+    target: Literal["all", "launcher"] | None = None
+
+    @model_validator(mode="after")
+    def _one_target(self) -> _SignalFault:
+        given = [name for name in ("rank", "ranks", "target") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one target: rank, ranks or target (all | launcher)")
+        return self
+
+
+class Sigterm(_SignalFault):
+    """Preemption: SIGTERM, then SIGKILL to whatever is still alive `grace_s` seconds later."""
+
+    type: Literal["sigterm"]
+    grace_s: float = Field(default=30.0, ge=0)
+
+
+class Sigkill(_SignalFault):
+    """SIGKILL from outside (an OOM killer, a node agent)."""
+
+    type: Literal["sigkill"]
+
+
+class Sigstop(_SignalFault):
+    """SIGSTOP from outside: the processes hang until something kills them."""
+
+    type: Literal["sigstop"]
+
+
+class DutyCycle(_SignalFault):
+    """Slowness from outside: `cycles` rounds of SIGSTOP for `stop_s`, then SIGCONT for `run_s`."""
+
+    type: Literal["duty_cycle"]
+    stop_s: float = Field(gt=0)
+    run_s: float = Field(gt=0)
+    cycles: int = Field(ge=1)
+
+
+SIGNAL_FAULTS = frozenset({"sigterm", "sigkill", "sigstop", "duty_cycle"})
+"""Fault types the runner delivers from outside; every other type is fired inside the trainer."""
+
+
+class _NodeFault(_FaultBase):
+    """A fault of a whole node of a multi-node scenario (chaos/nodes.py), delivered by the runner.
+
+    Node 0 hosts the c10d rendezvous store (as the first node of a cluster job does), so it cannot be lost:
+    its store is the rendezvous itself."""
+
+    node: int = Field(ge=1)
+
+
+class NodeKilled(_NodeFault):
+    """SIGKILL to the node's launcher agent and every process it started (a node lost)."""
+
+    type: Literal["node_killed"]
+
+
+class NodeHung(_NodeFault):
+    """SIGSTOP to every rank of the node: its agent lives on, its ranks go silent."""
+
+    type: Literal["node_hung"]
+
+
+class NodeRejoin(_NodeFault):
+    """A replacement agent for a killed node joins the rendezvous, `after_s` into round `attempt`."""
+
+    type: Literal["node_rejoin"]
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> NodeRejoin:
+        if self.after_s is None or self.at_step is not None:
+            raise ValueError("node_rejoin fires by time in the round after the loss: give after_s (not at_step)")
+        if self.attempt < 1:
+            raise ValueError("node_rejoin joins a later rendezvous round: attempt must be 1 or more")
+        return self
+
+
+NODE_FAULTS = frozenset({"node_killed", "node_hung", "node_rejoin"})
+"""Fault types of a whole node, delivered by the runner to a multi-node scenario's agents and ranks."""
+
+class SlowRank(_FaultBase):
+    """The rank computes slower from its trigger on (chaos/slow_rank.py): each forward pass `factor` times
+    as long, or `seconds` more per step, on CPU; a competing CUDA stream on its device on GPU."""
+
+    type: Literal["slow_rank"]
+    factor: float | None = Field(default=None, gt=1)
+    seconds: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _one_amount(self) -> SlowRank:
+        if (self.factor is None) == (self.seconds is None):
+            raise ValueError("give exactly one slowdown: factor (> 1) or seconds (> 0 per step)")
+        return self
+
+
+class _LossFault(_FaultBase):
+    """The rank's loss corrupted before its backward at `at_step` (the trainer's on_loss hook): `transient`
+    in the first computation of the step only, `persistent` in every computation on the faulty node (the
+    first launch's node identity), whatever the attempt; a relaunch with another CHAOS_NODE_ID is clean."""
+
+    persistence: Literal["transient", "persistent"] = "transient"
+
+    @model_validator(mode="after")
+    def _at_step_only(self) -> _LossFault:
+        _require_at_step(self)
+        return self
+
+
+class NanLoss(_LossFault):
+    """The loss becomes NaN (and so do the gradients): the rerun state machine's NaN check."""
+
+    type: Literal["nan_loss"]
+
+
+class SpikyLoss(_LossFault):
+    """The loss is multiplied by `factor`: the rerun state machine's spiky-loss check (non-fatal)."""
+
+    type: Literal["spiky_loss"]
+    factor: float = Field(default=1000.0, gt=1)
+
+
+LOSS_FAULTS = frozenset({"nan_loss", "spiky_loss"})
+"""Fault types that corrupt the loss inside the trainer."""
+
+Fault = Annotated[
+    RankHung | RankKilled | RandomFault | ExceptionFault | CollectiveHang | FaultDuringCheckpoint
+    | CheckpointCorrupt | Sigterm | Sigkill | Sigstop | DutyCycle | SlowRank | NanLoss | SpikyLoss
+    | NodeKilled | NodeHung | NodeRejoin,
+    Field(discriminator="type"),
+]
