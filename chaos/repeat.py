@@ -13,14 +13,13 @@ import json
 import secrets
 import statistics
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from chaos.schema.plan import PlannedFault, plan_faults
-from chaos.schema.scenario import Scenario, ScenarioError, parse_scenario
+from chaos.schema.scenario import Scenario, ScenarioError, parse_scenario, plan_faults
 from chaos.supervise.runner import SCENARIO_COPY, RunOutcome, run_scenario
 
 SPREAD_METRICS = (
@@ -88,8 +87,6 @@ def replay_inputs(journal_path: Path) -> tuple[Scenario, int]:
         raise ScenarioError(f"{journal_path}: no {SCENARIO_COPY} next to it (replay reads the run's own copy)")
     scenario = parse_scenario(yaml.safe_load(copy.read_text()), str(copy))
     seed = journal["seed"]
-    planned = [asdict(f) for f in plan_faults(scenario, seed)]
-    recorded = [asdict(PlannedFault(**f)) for f in journal.get("plan", [])]
-    if planned != recorded:
+    if [f.to_json() for f in plan_faults(scenario, seed)] != journal.get("plan", []):
         raise ScenarioError(f"{journal_path}: seed {seed} no longer gives the recorded plan; this code cannot replay it")
     return scenario, seed

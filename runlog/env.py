@@ -44,3 +44,8 @@ def current_attempt() -> int:
 def node_id() -> str:
     """The node identity: CHAOS_NODE_ID when the runner sets one (simulated nodes), else the hostname."""
     return os.environ.get(NODE_VAR) or socket.gethostname()
+
+
+def node_name(index: int) -> str:
+    """The identity of a run's node ``index`` (a simulated node's CHAOS_NODE_ID; ``node$SLURM_NODEID`` on Slurm)."""
+    return f"node{index}"

@@ -1,10 +1,9 @@
-"""The chaos hook inside the trainer: fires this rank's planned faults at a step, after a delay, inside a
-gradient all-reduce, inside a checkpoint save or load, or on the checkpoint folder before a restart loads it.
+"""The chaos component inside the trainer: hands every trainer hook to this rank's planned faults.
 
 Loaded by the trainer only when its config names this component (``fault_injection.component``) and a plan
 (``fault_injection.plan``): a run that is not armed never imports this module. It sees the trainer through
-its Component hooks alone. Signal faults (sigterm, sigkill, ...) are not fired here: the runner sends them
-from outside (chaos.supervise.signals).
+its Component hooks alone, and reads the plan without the scenario schema. The faults are its rank's kinds
+of chaos/hooks/faults.py; signal and node faults are the supervisor's (chaos/supervise).
 """
 
 from __future__ import annotations
@@ -17,11 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch.distributed as dist
-
-from chaos.hooks.loss import LossFaults, is_persistent
-from chaos.hooks.storage import corrupt_newest
-from chaos.schema.faults import LOSS_FAULTS, SIGNAL_FAULTS
+from chaos.hooks.faults import RANK_FAULTS, RankFault, Slowdown
 from chaos.schema.plan import PlannedFault, read_plan
 from runlog.log import EventLog
 from runlog.records import FaultInjected
@@ -30,112 +25,61 @@ from trainer.components import CheckpointCandidate, CommHook, Component, LoadPha
 if TYPE_CHECKING:
     import torch
 
-FAULT_SIGNALS = {"rank_hung": signal.SIGSTOP, "rank_killed": signal.SIGKILL}
-
-
-class InjectedFault(RuntimeError):
-    """The exception an `exception` fault raises inside the step."""
-
 
 class FaultInjector(Component):
+    """This rank's faults of this attempt, fired from the trainer's hooks (the `Rank` they act through)."""
+
     name = "chaos"
 
     def __init__(self, plan: str | Path, events: EventLog):
-        """This rank's faults of `plan` (a plan file, chaos/schema/plan.py); the trainer's factory call."""
-        self.events = events
-        faults = read_plan(plan)
-        # Only this rank's faults of this restart round; signal faults come from the runner.
-        self.faults = [
-            f for f in faults
-            if f.rank == events.rank and (f.attempt == events.attempt or is_persistent(f)) and f.type not in SIGNAL_FAULTS
+        """The trainer's factory call (trainer/plugins.py): `plan` is the run's plan file."""
+        self.events, self.rank, self.node = events, events.rank, events.node
+        self.faults: list[RankFault] = [
+            f for f in read_plan(plan, RANK_FAULTS) if f.rank == events.rank and f.fires_in(events.attempt)
         ]
-        self._loss_faults = LossFaults([f for f in self.faults if f.type in LOSS_FAULTS], self._emit)
+        self.ctx: TrainContext | None = None
+        self.in_flight: set[int] = set()
         self._step = 0
         self._iteration = 0
         """The last completed step (what a delayed fault's event names)."""
-        self._ctx: TrainContext | None = None
-        self._slowdowns: list[Any] = []
-        """Armed slow_rank effects, closed with the component."""
-        self._in_flight: set[int] = set()
-        """Iterations of this rank's async saves issued and not yet sealed."""
+        self._slowdowns: list[Slowdown] = []
+        self._seen: set[tuple[Any, ...]] = set()
 
-    def _of_type(self, kind: str) -> list[PlannedFault]:
-        return [f for f in self.faults if f.type == kind]
+    # ------------------------------------------------------------------------- what the faults act through
+    def emit(self, fault: PlannedFault, iteration: int | None, detail: str) -> None:
+        self.events.write(FaultInjected(fault.type, fault.fault_id, detail, iteration, target_rank=self.rank))
 
-    def _emit(self, fault: PlannedFault, iteration: int | None, detail: str) -> None:
-        self.events.write(FaultInjected(fault.type, fault.fault_id, detail, iteration, target_rank=self.events.rank))
+    def kill(self, fault: PlannedFault, iteration: int | None, detail: str, sig: signal.Signals = signal.SIGKILL) -> None:
+        self.emit(fault, iteration, detail)
+        os.kill(os.getpid(), sig)
 
-    def _kill(self, fault: PlannedFault, iteration: int | None, detail: str) -> None:
-        self._emit(fault, iteration, detail)
-        os.kill(os.getpid(), signal.SIGKILL)
+    def arm(self, slowdown: Slowdown) -> None:
+        self._slowdowns.append(slowdown)
 
-    def _fire(self, fault: PlannedFault, iteration: int | None, detail: str) -> None:
-        """rank_killed / rank_hung: logged (and flushed) first, so the event survives the fault."""
-        self._emit(fault, iteration, detail)
-        print(f"FT: Simulating fault: {fault.type}; rank to fail: {self.events.rank}", flush=True)
-        os.kill(os.getpid(), FAULT_SIGNALS[fault.type])
+    def first_time(self, key: tuple[Any, ...]) -> bool:
+        seen = key in self._seen
+        self._seen.add(key)
+        return not seen
 
-    # ------------------------------------------------------------------------------------ checkpoints
+    # ------------------------------------------------------------------------- the trainer's hooks
     def on_load(self, phase: LoadPhase, checkpoints: Sequence[CheckpointCandidate]) -> None:
-        if phase is LoadPhase.CHOOSE:
-            for fault in self._of_type("checkpoint_corrupt"):
-                victim = corrupt_newest(checkpoints, fault.options["mode"])
-                self._emit(fault, None, f"{fault.options['mode']} {victim}")
-        for fault in self._of_type("fault_during_checkpoint"):
-            if phase is LoadPhase.READ and fault.options["during"] == "load":
-                self._kill(fault, None, "inside the checkpoint load")
+        for fault in self.faults:
+            fault.on_load(self, phase, checkpoints)
 
-    def on_save(self, phase: SavePhase, iteration: int) -> None:
-        assert self._ctx is not None
-        if phase is SavePhase.ISSUED and self._ctx.async_saves:
-            self._in_flight.add(iteration)
-        elif phase is SavePhase.SEALED:
-            self._in_flight.discard(iteration)
-        for fault in self._of_type("fault_during_checkpoint"):
-            inside = phase is SavePhase.BEGIN and not self._ctx.async_saves and fault.options["during"] == "save"
-            if inside and fault.at_step == iteration:
-                self._kill(fault, iteration, f"inside the save of step {iteration}")
-
-    # ------------------------------------------------------------------------------------ steps
     def on_train_start(self, ctx: TrainContext, start_iteration: int) -> None:
-        self._ctx, self._iteration = ctx, start_iteration
+        self.ctx, self._iteration = ctx, start_iteration
         for fault in self.faults:
             if fault.delay_s is not None:
                 threading.Thread(target=self._fire_later, args=(fault,), daemon=True).start()
 
-    def _fire_later(self, fault: PlannedFault) -> None:
+    def _fire_later(self, fault: RankFault) -> None:
         time.sleep(fault.delay_s)
-        self._fire(fault, self._iteration, f"after {fault.delay_s:.2f}s")
+        fault.after_delay(self, self._iteration)
 
     def before_step(self, iteration: int) -> None:
         self._step = iteration
         for fault in self.faults:
-            if fault.at_step == iteration and fault.type in FAULT_SIGNALS:
-                self._fire(fault, iteration, f"at step {iteration}")
-            elif fault.at_step == iteration and fault.type == "exception":
-                self._emit(fault, iteration, fault.options["message"])
-                raise InjectedFault(f"{fault.options['message']} (rank {self.events.rank}, step {iteration})")
-            elif fault.at_step == iteration and fault.type == "slow_rank":
-                self._slow_down(fault, iteration)
-            elif fault.type == "fault_during_checkpoint" and fault.at_step == iteration - 1:
-                self._kill_if_async_save_in_flight(fault)
-
-    def after_step(self, iteration: int, loss: float) -> None:
-        self._iteration = iteration
-
-    def _slow_down(self, fault: PlannedFault, iteration: int) -> None:
-        from chaos.hooks.slow_rank import Slowdown, slow_down
-
-        assert self._ctx is not None
-        amount = Slowdown(fault.options.get("factor"), fault.options.get("seconds"))
-        self._emit(fault, iteration, f"from step {iteration}: {fault.options}")
-        self._slowdowns.append(slow_down(self._ctx.device, amount, self._ctx.microbatches))
-
-    def _kill_if_async_save_in_flight(self, fault: PlannedFault) -> None:
-        # An async save returns at once; it is in flight until it is sealed. The next step starts
-        # microseconds after the save was issued, long before its writes (~0.1 s) finish.
-        if fault.at_step in self._in_flight:
-            self._kill(fault, fault.at_step, f"async save of step {fault.at_step} in flight")
+            fault.before_step(self, iteration)
 
     def before_forward(self, iteration: int, microbatch: int) -> None:
         for slowdown in self._slowdowns:
@@ -146,27 +90,31 @@ class FaultInjector(Component):
             slowdown.stop()
 
     def on_loss(self, iteration: int, computation: int, loss: torch.Tensor) -> torch.Tensor:
-        return self._loss_faults.corrupt(iteration, computation, loss)
+        for fault in self.faults:
+            loss = fault.on_loss(self, iteration, computation, loss)
+        return loss
 
-    # ------------------------------------------------------------------------------------ communication
+    def after_step(self, iteration: int, loss: float) -> None:
+        self._iteration = iteration
+
+    def on_save(self, phase: SavePhase, iteration: int) -> None:
+        if phase is SavePhase.ISSUED and self.ctx is not None and self.ctx.async_saves:
+            self.in_flight.add(iteration)
+        elif phase is SavePhase.SEALED:
+            self.in_flight.discard(iteration)
+        for fault in self.faults:
+            fault.on_save(self, phase, iteration)
+
     def comm_hook(self) -> CommHook | None:
         # Every gradient all-reduce of this rank then passes through the hook; the default hook does the
         # same arithmetic as DDP's built-in reducer, so the run's numbers do not change.
-        return self._allreduce_hook if self._of_type("collective_hang") else None
+        return self._allreduce_hook if any(f.hangs_allreduce for f in self.faults) else None
 
     def _allreduce_hook(self, state, bucket):  # noqa: ANN001, ANN202 - DDP rejects string annotations here
         from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
-        for fault in self._of_type("collective_hang"):
-            if fault.at_step == self._step:
-                self._emit(fault, self._step, f"inside the gradient all-reduce (bucket {bucket.index()})")
-                # The rank stops inside the collective, alive and silent, until its process group is
-                # aborted: then it fails as an aborted NCCL collective does. The wait is in Python, so an
-                # async raise can unwind it too; on GPU it runs in autograd's device thread, which only
-                # the abort (NVRx's in-process restart destroys the group) can reach.
-                while dist.is_initialized():
-                    time.sleep(0.05)
-                raise RuntimeError(f"collective aborted: rank {self.events.rank} hung in the all-reduce of step {self._step}")
+        for fault in self.faults:
+            fault.in_allreduce(self, self._step, bucket)
         return allreduce_hook(state, bucket)
 
     def close(self) -> None:

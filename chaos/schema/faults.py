@@ -1,12 +1,23 @@
-"""The fault kinds a scenario may name, as its author writes them (``faults:``), each with its own rules."""
+"""The registry of fault kinds: each kind as a scenario's author writes it (``faults:``), with its own rules,
+how it is planned (``plan``: its random choices drawn from the scenario's seed), and who fires it (``planned``:
+its class on that side, chaos/hooks/faults.py inside the ranks or chaos/supervise/faults.py outside).
+
+``FAULT_KINDS`` is the registry; a new kind is one class here and one class on the side that fires it
+(docs/architecture.md walks through one).
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import random
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import Field, model_validator
 
+from chaos.hooks import faults as in_rank
 from chaos.schema.base import Strict
+from chaos.schema.plan import PlannedFault
+from chaos.supervise import faults as outside
+from runlog.env import node_id, node_name
 
 
 class _FaultBase(Strict):
@@ -19,35 +30,61 @@ class _FaultBase(Strict):
     attempt: int = Field(default=0, ge=0)
     """The restart round in which the fault fires (0: the first launch)."""
 
+    planned: ClassVar[type[PlannedFault]]
+    """The kind as planned and fired: its class on the side that fires it."""
+
     @model_validator(mode="after")
     def _one_trigger(self) -> _FaultBase:
         if (self.at_step is None) == (self.after_s is None):
             raise ValueError("give exactly one trigger: at_step or after_s")
         return self
 
+    def plan(self, fault_id: str, rng: random.Random, world_size: int) -> PlannedFault:
+        """This fault with every random choice drawn from `rng` (the kind and rank of random, then the
+        jitter of after_s, fault by fault in the scenario's order)."""
+        return self._planned(self.planned, fault_id, self.rank, rng)
+
+    def _planned(self, kind: type[PlannedFault], fault_id: str, rank: int | None, rng: random.Random) -> PlannedFault:
+        delay = None if self.after_s is None else self.after_s + 0.2 * rng.random() * self.after_s
+        return kind(fault_id=fault_id, rank=rank, attempt=self.attempt, at_step=self.at_step, delay_s=delay, **self._own())
+
+    def _own(self) -> dict[str, Any]:
+        """The kind's own fields, named as its planned class names them."""
+        return self.model_dump(exclude={"type", "rank", "attempt", "at_step", "after_s"})
+
 
 class RankKilled(_FaultBase):
     """SIGKILL to the rank (a crashed process)."""
 
     type: Literal["rank_killed"]
+    planned = in_rank.RankKilled
 
 
 class RankHung(_FaultBase):
     """SIGSTOP to the rank (a hung process: alive, silent)."""
 
     type: Literal["rank_hung"]
+    planned = in_rank.RankHung
 
 
 class RandomFault(_FaultBase):
     """rank_killed or rank_hung on a rank, both chosen from the scenario seed."""
 
     type: Literal["random"]
+    planned = in_rank.RankKilled
+    """Or RankHung: drawn at planning."""
+
+    def plan(self, fault_id: str, rng: random.Random, world_size: int) -> PlannedFault:
+        kind = rng.choice([in_rank.RankHung, in_rank.RankKilled])
+        rank = self.rank if self.rank is not None else rng.randrange(world_size)
+        return self._planned(kind, fault_id, rank, rng)
 
 
 class ExceptionFault(_FaultBase):
     """A Python exception raised in the step on the rank (a bug, a failed assertion): the rank exits 1."""
 
     type: Literal["exception"]
+    planned = in_rank.ExceptionFault
     message: str = "injected by the chaos plan"
 
 
@@ -67,6 +104,7 @@ class CollectiveHang(_FaultBase):
     """The rank stops inside the gradient all-reduce of `at_step` (a wrapped DDP communication hook)."""
 
     type: Literal["collective_hang"]
+    planned = in_rank.CollectiveHang
 
     @model_validator(mode="after")
     def _one_trigger(self) -> CollectiveHang:
@@ -79,6 +117,7 @@ class FaultDuringCheckpoint(_FaultBase):
     async: after the save was issued, before it is sealed), or the checkpoint load of `attempt`."""
 
     type: Literal["fault_during_checkpoint"]
+    planned = in_rank.FaultDuringCheckpoint
     during: Literal["save", "load"] = "save"
 
     @model_validator(mode="after")
@@ -94,6 +133,7 @@ class CheckpointCorrupt(_FaultBase):
     """The newest checkpoint truncated or garbled by `rank` just before the load of `attempt`."""
 
     type: Literal["checkpoint_corrupt"]
+    planned = in_rank.CheckpointCorrupt
     rank: int | None = Field(default=0, ge=0)
     mode: Literal["truncate", "garble"] = "truncate"
 
@@ -122,6 +162,7 @@ class Sigterm(_SignalFault):
     """Preemption: SIGTERM, then SIGKILL to whatever is still alive `grace_s` seconds later."""
 
     type: Literal["sigterm"]
+    planned = outside.Sigterm
     grace_s: float = Field(default=30.0, ge=0)
 
 
@@ -129,52 +170,57 @@ class Sigkill(_SignalFault):
     """SIGKILL from outside (an OOM killer, a node agent)."""
 
     type: Literal["sigkill"]
+    planned = outside.Sigkill
 
 
 class Sigstop(_SignalFault):
     """SIGSTOP from outside: the processes hang until something kills them."""
 
     type: Literal["sigstop"]
+    planned = outside.Sigstop
 
 
 class DutyCycle(_SignalFault):
     """Slowness from outside: `cycles` rounds of SIGSTOP for `stop_s`, then SIGCONT for `run_s`."""
 
     type: Literal["duty_cycle"]
+    planned = outside.DutyCycle
     stop_s: float = Field(gt=0)
     run_s: float = Field(gt=0)
     cycles: int = Field(ge=1)
 
 
-SIGNAL_FAULTS = frozenset({"sigterm", "sigkill", "sigstop", "duty_cycle"})
-"""Fault types the runner delivers from outside; every other type is fired inside the trainer."""
-
-
 class _NodeFault(_FaultBase):
-    """A fault of a whole node of a multi-node scenario (chaos/nodes.py), delivered by the runner.
+    """A fault of a whole node of a multi-node scenario (chaos/supervise/nodes.py), delivered by the runner.
 
     Node 0 hosts the c10d rendezvous store (as the first node of a cluster job does), so it cannot be lost:
     its store is the rendezvous itself."""
 
     node: int = Field(ge=1)
 
+    def _own(self) -> dict[str, Any]:
+        return {"target_node": node_name(self.node)}
+
 
 class NodeKilled(_NodeFault):
     """SIGKILL to the node's launcher agent and every process it started (a node lost)."""
 
     type: Literal["node_killed"]
+    planned = outside.NodeKilled
 
 
 class NodeHung(_NodeFault):
     """SIGSTOP to every rank of the node: its agent lives on, its ranks go silent."""
 
     type: Literal["node_hung"]
+    planned = outside.NodeHung
 
 
 class NodeRejoin(_NodeFault):
     """A replacement agent for a killed node joins the rendezvous, `after_s` into round `attempt`."""
 
     type: Literal["node_rejoin"]
+    planned = outside.NodeRejoin
 
     @model_validator(mode="after")
     def _one_trigger(self) -> NodeRejoin:
@@ -185,14 +231,13 @@ class NodeRejoin(_NodeFault):
         return self
 
 
-NODE_FAULTS = frozenset({"node_killed", "node_hung", "node_rejoin"})
-"""Fault types of a whole node, delivered by the runner to a multi-node scenario's agents and ranks."""
 
 class SlowRank(_FaultBase):
-    """The rank computes slower from its trigger on (chaos/slow_rank.py): each forward pass `factor` times
+    """The rank computes slower from its trigger on (chaos/hooks/slow_rank.py): each forward pass `factor` times
     as long, or `seconds` more per step, on CPU; a competing CUDA stream on its device on GPU."""
 
     type: Literal["slow_rank"]
+    planned = in_rank.SlowRank
     factor: float | None = Field(default=None, gt=1)
     seconds: float | None = Field(default=None, gt=0)
 
@@ -215,26 +260,30 @@ class _LossFault(_FaultBase):
         _require_at_step(self)
         return self
 
+    def _own(self) -> dict[str, Any]:
+        # The faulty hardware: the planning machine's node identity, the first launch's (a relaunch may move).
+        return {**super()._own(), "faulty_node": node_id() if self.persistence == "persistent" else None}
+
 
 class NanLoss(_LossFault):
     """The loss becomes NaN (and so do the gradients): the rerun state machine's NaN check."""
 
     type: Literal["nan_loss"]
+    planned = in_rank.NanLoss
 
 
 class SpikyLoss(_LossFault):
     """The loss is multiplied by `factor`: the rerun state machine's spiky-loss check (non-fatal)."""
 
     type: Literal["spiky_loss"]
+    planned = in_rank.SpikyLoss
     factor: float = Field(default=1000.0, gt=1)
 
 
-LOSS_FAULTS = frozenset({"nan_loss", "spiky_loss"})
-"""Fault types that corrupt the loss inside the trainer."""
+FAULT_KINDS = (
+    RankHung, RankKilled, RandomFault, ExceptionFault, CollectiveHang, FaultDuringCheckpoint, CheckpointCorrupt,
+    Sigterm, Sigkill, Sigstop, DutyCycle, SlowRank, NanLoss, SpikyLoss, NodeKilled, NodeHung, NodeRejoin,
+)
+"""Every fault kind a scenario may name (in this order in error messages)."""
 
-Fault = Annotated[
-    RankHung | RankKilled | RandomFault | ExceptionFault | CollectiveHang | FaultDuringCheckpoint
-    | CheckpointCorrupt | Sigterm | Sigkill | Sigstop | DutyCycle | SlowRank | NanLoss | SpikyLoss
-    | NodeKilled | NodeHung | NodeRejoin,
-    Field(discriminator="type"),
-]
+Fault = Annotated[Union[FAULT_KINDS], Field(discriminator="type")]  # noqa: UP007 - a union of the registry's classes

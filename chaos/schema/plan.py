@@ -1,50 +1,79 @@
-"""The fault plan: a scenario's faults resolved, once, from its seed, into exact (rank, type, when).
+"""The fault plan: a scenario's faults resolved, once, from its seed, into exact (kind, whom, when).
 
-The runner writes the plan to the run folder and arms the trainer with it
-(``fault_injection.plan=<file>``); every rank reads the same file, so all agree on the victim and the
-moment without talking, and a run can be replayed from the plan its journal records.
+The runner writes the plan to the run folder (plan.json) and arms the trainer with it; every rank reads the
+same file, so all agree on the victim and the moment without talking, and a run can be replayed from the
+plan its journal records. Each planned fault is an instance of its kind's class, which the side that fires
+it defines (chaos/hooks/faults.py in the ranks, chaos/supervise/faults.py in the supervisor); plan.json
+holds one flat record per fault: the fields below, ``type``, then the kind's own fields.
+
+Standard library only: the ranks read plans without the scenario schema (pydantic) behind it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import random
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
-from chaos.schema.scenario import Scenario
-from runlog.env import node_id
+
+class Side(str, Enum):
+    """Who fires a fault."""
+
+    RANK = "rank"
+    """The chaos component inside the target rank (chaos/hooks)."""
+    RUNNER = "runner"
+    """The runner, with real signals to real pids (chaos/supervise/signals.py)."""
+    NODE = "node"
+    """The node supervisor: a whole simulated node's agent and ranks (chaos/supervise/nodes.py, slurm.py)."""
 
 
 @dataclass(frozen=True)
 class PlannedFault:
+    """One fault of a run: its kind (the class), and whom and when it strikes."""
+
+    type: ClassVar[str]
+    side: ClassVar[Side]
     fault_id: str
-    type: str
-    """The concrete fault type ('random' is resolved here into rank_killed or rank_hung)."""
     rank: int | None
-    """None for a signal fault aimed at several ranks or the launcher (see `options`)."""
+    """The target rank; None for a fault aimed at several ranks, the launcher or a node."""
     attempt: int
     at_step: int | None
     delay_s: float | None
-    """Seconds after the trainer's start of `attempt` (after_s + 0.2*U(0,1)*after_s, as Bridge draws it)."""
-    options: dict[str, Any] = field(default_factory=dict)
-    """The type's own fields (grace_s, ranks, target, mode, during, message, stop_s, ...)."""
+    """Seconds after the start of `attempt` (after_s + 0.2*U(0,1)*after_s, as Bridge draws it)."""
+
+    def params(self) -> dict[str, Any]:
+        """The kind's own fields that are set (``grace_s``, ``ranks``, ``mode``, ...)."""
+        base = {f.name for f in dataclasses.fields(PlannedFault)}
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in base and getattr(self, f.name) is not None}
+
+    def to_json(self) -> dict[str, Any]:
+        record = dataclasses.asdict(self)
+        return {"fault_id": record.pop("fault_id"), "type": self.type, **record}
 
 
-def plan_faults(scenario: Scenario, seed: int) -> list[PlannedFault]:
-    """Resolve every random choice of the scenario's faults from `seed` (one draw order, documented)."""
-    rng = random.Random(seed)
-    planned = []
-    for i, fault in enumerate(scenario.faults):
-        kind = rng.choice(["rank_hung", "rank_killed"]) if fault.type == "random" else fault.type
-        rank = fault.rank if fault.rank is not None or kind == fault.type else rng.randrange(scenario.world_size)
-        delay = None if fault.after_s is None else fault.after_s + 0.2 * rng.random() * fault.after_s
-        options = fault.model_dump(exclude={"type", "rank", "attempt", "at_step", "after_s"}, exclude_none=True)
-        if options.get("persistence") == "persistent":
-            options["node"] = node_id()  # the faulty hardware: the first launch's node (a relaunch may move)
-        planned.append(PlannedFault(f"f{i}", kind, rank, fault.attempt, fault.at_step, delay, options))
-    return planned
+K = TypeVar("K", bound=PlannedFault)
+
+
+def write_plan(path: Path, faults: Iterable[PlannedFault]) -> None:
+    path.write_text(json.dumps({"faults": [f.to_json() for f in faults]}, indent=1))
+
+
+def plan_records(path: str | Path) -> list[dict[str, Any]]:
+    """The plan's records as written (what a journal keeps, and what a replay compares)."""
+    return json.loads(Path(path).read_text())["faults"]
+
+
+def read_plan(path: str | Path, kinds: Iterable[type[K]]) -> list[K]:
+    """The plan's faults of `kinds` (the ones a side fires), typed; the other sides' are left out."""
+    by_type = {kind.type: kind for kind in kinds}
+    return [
+        by_type[record["type"]](**{k: v for k, v in record.items() if k != "type"})
+        for record in plan_records(path) if record["type"] in by_type
+    ]
 
 
 INJECTOR = "chaos"
@@ -54,12 +83,3 @@ INJECTOR = "chaos"
 def arming(plan_file: str | Path) -> list[str]:
     """The trainer overrides that arm its ranks with a plan: the injector component, and the plan it reads."""
     return [f"fault_injection.component={INJECTOR}", f"fault_injection.plan={plan_file}"]
-
-
-def write_plan(path: Path, faults: list[PlannedFault]) -> None:
-    path.write_text(json.dumps({"faults": [asdict(f) for f in faults]}, indent=1))
-
-
-def read_plan(path: str | Path) -> list[PlannedFault]:
-    data = json.loads(Path(path).read_text())
-    return [PlannedFault(**f) for f in data["faults"]]

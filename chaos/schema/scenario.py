@@ -9,6 +9,7 @@ docs/scenarios.md documents every field.
 from __future__ import annotations
 
 import math
+import random
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -18,9 +19,10 @@ from pydantic import BeforeValidator, Field, ValidationError, field_validator, m
 
 from chaos.schema.base import Strict, show
 from chaos.schema.expect import Expect
-from chaos.schema.faults import NODE_FAULTS, SIGNAL_FAULTS, Fault
+from chaos.schema.faults import Fault
 from chaos.schema.ft_options import FTLauncherOptions
 from chaos.schema.messages import describe, yaml_problem
+from chaos.schema.plan import PlannedFault, Side
 from trainer.config import ConfigError, TrainerConfig
 from trainer.config_loader import load_config
 from trainer.recipes import recipe_values
@@ -138,7 +140,7 @@ class Scenario(Strict):
             raise ValueError("spares: hot spares join a multi-node rendezvous; set nodes to 2 or more")
         killed: set[int] = set()
         for i, fault in enumerate(self.faults):
-            if fault.type not in NODE_FAULTS:
+            if fault.planned.side is not Side.NODE:
                 continue
             if fault.rank is not None:
                 raise ValueError(f"faults[{i}].rank: a {fault.type} fault names a node, not a rank")
@@ -159,7 +161,7 @@ class Scenario(Strict):
         if self.expect.baseline is not None:
             raise ValueError("expect.baseline: needs this project's trainer (a `command` writes no final weights)")
         for i, fault in enumerate(self.faults):
-            if fault.type not in SIGNAL_FAULTS:
+            if fault.planned.side is not Side.RUNNER:
                 raise ValueError(f"faults[{i}].type: {fault.type} fires inside this project's trainer; a `command` takes signal faults only")
         if self.step_pattern is not None:
             try:
@@ -199,7 +201,7 @@ class Scenario(Strict):
             for r in getattr(fault, "ranks", None) or ():
                 if r >= world:
                     raise ValueError(f"faults[{i}].ranks: {r} is outside the world (world_size {world})")
-            if fault.type != "random" and fault.rank is None and fault.type not in SIGNAL_FAULTS | NODE_FAULTS:
+            if fault.type != "random" and fault.rank is None and fault.planned.side is Side.RANK:
                 raise ValueError(f"faults[{i}].rank: required for {fault.type} (only random may leave it out)")
             if fault.at_step is not None and self.command is None and fault.at_step > iters:
                 raise ValueError(f"faults[{i}].at_step: {fault.at_step} is past train.train_iters ({iters})")
@@ -288,6 +290,12 @@ def load_scenario(path: str | Path) -> Scenario:
     if scenario.name != p.stem:
         raise ScenarioError(f"{p}: name: {scenario.name!r} does not match the file name {p.stem!r}")
     return scenario
+
+
+def plan_faults(scenario: Scenario, seed: int) -> list[PlannedFault]:
+    """Resolve every random choice of the scenario's faults from `seed`, fault by fault, in order."""
+    rng = random.Random(seed)
+    return [fault.plan(f"f{i}", rng, scenario.world_size) for i, fault in enumerate(scenario.faults)]
 
 
 def scenario_files(folder: str | Path) -> list[Path]:

@@ -31,8 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import IO
 
-from chaos.schema.faults import NODE_FAULTS
 from chaos.schema.plan import PlannedFault
+from chaos.supervise.faults import LOSSES, Armed, NodeFault
 from chaos.supervise.launch import (
     LaunchResult,
     LaunchSpec,
@@ -41,8 +41,8 @@ from chaos.supervise.launch import (
     marked_processes,
     stop_group,
 )
-from chaos.supervise.signals import ArmedFault, EventSteps, ExternalFaults
-from runlog.env import ATTEMPT_BASE_VAR, NODE_VAR, RUN_ID_VAR
+from chaos.supervise.signals import EventSteps, ExternalFaults
+from runlog.env import ATTEMPT_BASE_VAR, NODE_VAR, RUN_ID_VAR, node_name
 from runlog.log import EventLog
 from runlog.records import (
     AgentExit,
@@ -56,10 +56,6 @@ from runlog.records import (
     Restart,
 )
 from trainer import nvrx_compat
-
-
-def node_name(index: int) -> str:
-    return f"node{index}"
 
 
 def agent_command(command: list[str], is_host: bool) -> list[str]:
@@ -252,9 +248,9 @@ class NodeFaults(ExternalFaults):
 
     def __init__(self, faults: list[PlannedFault], events: EventLog, cluster: Cluster, spares: int):
         super().__init__([], events, cluster.spec.run_id, EventSteps(cluster.spec.run_dir))
-        self.armed = [ArmedFault(f) for f in faults if f.type in NODE_FAULTS]
+        self.armed = [Armed(f) for f in faults if isinstance(f, NodeFault)]
         self.cluster, self.spares = cluster, spares
-        losses = [f.attempt for f in faults if f.type in ("node_killed", "node_hung")]
+        losses = [f.attempt for f in faults if isinstance(f, LOSSES)]
         # A spare first starts workers in the round after the first loss; its own restart count is 0 there.
         self.spare_base = min(losses) + 1 if losses else 0
 
@@ -266,21 +262,23 @@ class NodeFaults(ExternalFaults):
                 self.cluster.start(node_name(i), self.spare_base)
             self.spares = 0
 
-    def _fire(self, armed: ArmedFault, now: float) -> None:
-        fault = armed.fault
-        node = node_name(fault.options["node"])
-        armed.fired_at = now
-        armed.pids = [] if fault.type == "node_rejoin" else node_pids(self.run_id, node, fault.type == "node_hung")
+    def _fire(self, armed: Armed, now: float) -> None:
+        fault, node = armed.fault, armed.fault.target_node
+        armed.fired_at, armed.pids = now, fault.targets(self)
         seen = self.last_step.get(fault.attempt)
         # iteration None: a rejoin fires before its round has a step
         self.events.write(FaultInjected(fault.type, fault.fault_id, f"{node} pids {armed.pids}", seen, target_node=node))
-        if fault.type == "node_killed":
-            self.cluster.lose(node)
-            self._send(armed.pids, signal.SIGKILL)
-        elif fault.type == "node_hung":
-            self._send(armed.pids, signal.SIGSTOP)
-        else:
-            self.cluster.start(node, base=self.events.attempt)
+        fault.strike(self, armed.pids)
+
+    def pids(self, node: str, ranks_only: bool) -> list[int]:
+        return node_pids(self.run_id, node, ranks_only)
+
+    def lose(self, node: str) -> None:
+        self.cluster.lose(node)
+
+    def start(self, node: str) -> None:
+        """A replacement agent for `node`, in the round the run is in now."""
+        self.cluster.start(node, base=self.events.attempt)
 
 
 def run_cluster(spec: ClusterSpec, plan: list[PlannedFault], events: EventLog, spares: int, tick: Callable[[], None]) -> LaunchResult:

@@ -23,8 +23,8 @@ from chaos.judge.baseline import ensure_baseline
 from chaos.judge.report import build_journal, format_summary, plot_timeline, write_journal
 from chaos.judge.timeline import load_run
 from chaos.judge.verdicts import Verdict, compare_runs, judge
-from chaos.schema.plan import PlannedFault, arming, plan_faults, read_plan, write_plan
-from chaos.schema.scenario import Scenario, ScenarioError, parse_scenario
+from chaos.schema.plan import PlannedFault, arming, plan_records, write_plan
+from chaos.schema.scenario import Scenario, ScenarioError, parse_scenario, plan_faults
 from chaos.supervise.launch import Launch, LaunchResult, LaunchSpec
 from chaos.supervise.nodes import ClusterSpec, gpu_blocks, run_cluster, visible_gpus
 from chaos.supervise.ports import release_ports, reserve_ports
@@ -259,7 +259,7 @@ def judge_run_dir(
     plan_file = run_dir / "plan.json"
     extra = {
         "seed": scenario.seed,
-        "plan": [f.__dict__ for f in read_plan(plan_file)] if plan_file.is_file() else [],
+        "plan": plan_records(plan_file) if plan_file.is_file() else [],
         "launcher_log": str(run_dir / "launcher.log"),
         "picture": str(picture),
     }

@@ -23,19 +23,16 @@ import os
 import re
 import signal
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from chaos.schema.faults import SIGNAL_FAULTS
 from chaos.schema.plan import PlannedFault
+from chaos.supervise.faults import Armed, SignalFault
 from chaos.supervise.launch import classify, marked_pids, marked_processes
 from runlog import names
 from runlog.layout import RunFolder
 from runlog.log import EventLog
 from runlog.reader import EventTail, LineTail
 from runlog.records import FaultInjected, ObservedStep, Restart, SignalSent
-
-STEP_FAULT_SIGNALS = {"sigterm": signal.SIGTERM, "sigkill": signal.SIGKILL, "sigstop": signal.SIGSTOP}
 
 
 def _proc_status(pid: int) -> tuple[str, int] | None:
@@ -123,25 +120,12 @@ class LogSteps:
         self.log.close()
 
 
-@dataclass
-class ArmedFault:
-    """A planned signal fault and where it is in its life: waiting, fired, (for grace/duty) follow-ups."""
-
-    fault: PlannedFault
-    fired_at: float | None = None
-    pids: list[int] = field(default_factory=list)
-    next_at: float | None = None
-    """When the next signal is due: the grace's SIGKILL, or the duty cycle's next SIGSTOP/SIGCONT."""
-    cycle: int = 0
-    stopped: bool = False
-
-
 class ExternalFaults:
     """Fires the plan's signal faults from the runner, one tick at a time."""
 
     def __init__(self, faults: list[PlannedFault], events: EventLog, run_id: str, steps: EventSteps | LogSteps):
         self.events, self.run_id, self.steps = events, run_id, steps
-        self.armed = [ArmedFault(f) for f in faults if f.type in SIGNAL_FAULTS]
+        self.armed = [Armed(f) for f in faults if isinstance(f, SignalFault)]
         self.last_step: dict[int, int] = {}
         self.attempt_since: dict[int, float] = {}
 
@@ -170,49 +154,33 @@ class ExternalFaults:
             return self.last_step.get(fault.attempt, 0) >= fault.at_step
         return now - self.attempt_since[fault.attempt] >= fault.delay_s
 
-    def _targets(self, fault: PlannedFault) -> list[int]:
-        if fault.options.get("target") == "launcher":
+    def _targets(self, fault: SignalFault) -> list[int]:
+        if fault.target == "launcher":
             pid = launcher_pid(self.run_id)
             return [] if pid is None else [pid]
-        if fault.options.get("target") == "all":
+        if fault.target == "all":
             return worker_pids(self.run_id)
-        return worker_pids(self.run_id, fault.options.get("ranks") or [fault.rank])
+        return worker_pids(self.run_id, fault.ranks or [fault.rank])
 
-    def _fire(self, armed: ArmedFault, now: float) -> None:
+    def _fire(self, armed: Armed, now: float) -> None:
         fault = armed.fault
         armed.fired_at, armed.pids = now, self._targets(fault)
         self.events.write(FaultInjected(
-            fault.type, fault.fault_id, f"{fault.options.get('target') or 'ranks'} pids {armed.pids}",
-            self.last_step.get(fault.attempt), target_rank=fault.rank, attempt=fault.attempt, params=fault.options,
+            fault.type, fault.fault_id, f"{fault.target or 'ranks'} pids {armed.pids}",
+            self.last_step.get(fault.attempt), target_rank=fault.rank, attempt=fault.attempt, params=fault.params(),
         ))
-        if fault.type == "duty_cycle":
-            self._duty(armed, now)
-            return
-        self._send(armed.pids, STEP_FAULT_SIGNALS[fault.type])
-        if fault.type == "sigterm":
-            armed.next_at = now + fault.options["grace_s"]
+        fault.fire(armed, self, now)
 
-    def _follow_up(self, armed: ArmedFault, now: float) -> None:
-        if armed.fault.type == "duty_cycle":
-            self._duty(armed, now)
-            return
-        armed.next_at = None  # the grace is over: what is still alive is killed, as a scheduler does
+    def _follow_up(self, armed: Armed, now: float) -> None:
+        armed.fault.follow_up(armed, self, now)
+
+    def survivors(self, armed: Armed) -> list[int]:
         survivors = [pid for pid in armed.pids if alive(pid)]
-        if armed.fault.options.get("target") == "launcher" and survivors:
-            survivors = [pid for pid in _session_pids(self.run_id, survivors[0])]
-        self._send(survivors, signal.SIGKILL)
+        if armed.fault.target == "launcher" and survivors:
+            survivors = _session_pids(self.run_id, survivors[0])
+        return survivors
 
-    def _duty(self, armed: ArmedFault, now: float) -> None:
-        opts = armed.fault.options
-        if armed.stopped:
-            self._send(armed.pids, signal.SIGCONT)
-            armed.stopped, armed.cycle = False, armed.cycle + 1
-            armed.next_at = now + opts["run_s"] if armed.cycle < opts["cycles"] else None
-        else:
-            self._send(armed.pids, signal.SIGSTOP)
-            armed.stopped, armed.next_at = True, now + opts["stop_s"]
-
-    def _send(self, pids: list[int], sig: signal.Signals) -> None:
+    def send(self, pids: list[int], sig: signal.Signals) -> None:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
@@ -226,7 +194,7 @@ class ExternalFaults:
         """Leave nothing stopped: a duty cycle cut short by the job's end still owes its SIGCONT."""
         for armed in self.armed:
             if armed.stopped:
-                self._send([pid for pid in armed.pids if alive(pid)], signal.SIGCONT)
+                self.send([pid for pid in armed.pids if alive(pid)], signal.SIGCONT)
                 armed.stopped = False
 
 

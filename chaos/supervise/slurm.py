@@ -29,9 +29,10 @@ from pathlib import Path
 
 import yaml
 
-from chaos.schema.plan import PlannedFault, arming, plan_faults, read_plan
-from chaos.schema.scenario import Scenario, ScenarioError
-from chaos.supervise.nodes import node_name, node_pids
+from chaos.schema.plan import PlannedFault, arming, read_plan
+from chaos.schema.scenario import Scenario, ScenarioError, plan_faults
+from chaos.supervise.faults import NodeHung, NodeKilled
+from chaos.supervise.nodes import node_pids
 from chaos.supervise.signals import EventSteps, alive
 from runlog.env import NODE_VAR, RUN_ID_VAR
 from runlog.log import EventLog
@@ -39,7 +40,7 @@ from runlog.records import FaultInjected, SignalSent
 from trainer import nvrx_compat
 
 RDZV_PORT = 29500
-WATCHED = ("node_killed", "node_hung")
+WATCHED = (NodeKilled, NodeHung)
 
 
 def check_cluster_faults(scenario: Scenario) -> None:
@@ -47,7 +48,7 @@ def check_cluster_faults(scenario: Scenario) -> None:
     for i, fault in enumerate(scenario.faults):
         if fault.type == "node_rejoin":
             raise ScenarioError(f"{scenario.name}: faults[{i}]: node_rejoin needs a new allocation on Slurm; use spares")
-        if fault.type in WATCHED and fault.after_s is not None and fault.attempt:
+        if fault.planned in WATCHED and fault.after_s is not None and fault.attempt:
             raise ScenarioError(f"{scenario.name}: faults[{i}]: on Slurm a timed node fault fires in the first round only")
 
 
@@ -77,7 +78,7 @@ def sbatch_script(scenario: Scenario, out_dir: str, seed: int | None = None) -> 
     check_cluster_faults(scenario)
     seed = scenario.seed if seed is None else seed
     nodes = scenario.nodes + scenario.spares
-    plan = {"faults": [f.__dict__ for f in plan_faults(scenario, seed)]}
+    plan = {"faults": [f.to_json() for f in plan_faults(scenario, seed)]}
     copy = yaml.safe_dump({**scenario.model_dump(mode="json"), "seed": seed}, sort_keys=False)
     ft_yaml = yaml.safe_dump(nvrx_compat.ft_config_section(scenario.ft.model_dump(exclude={"term_timeout"})))
     minutes = math.ceil(scenario.deadline_s / 60) + 5  # the agents' start and the exit barrier on top
@@ -127,7 +128,7 @@ def sbatch_script(scenario: Scenario, out_dir: str, seed: int | None = None) -> 
 
 def watch(run_dir: Path, node: str, poll_s: float = 0.5) -> None:
     """Fire this node's node faults from the plan, as the runner does on one machine; returns when done."""
-    faults = [f for f in read_plan(run_dir / "plan.json") if f.type in WATCHED and node_name(f.options["node"]) == node]
+    faults = [f for f in read_plan(run_dir / "plan.json", WATCHED) if f.target_node == node]
     events = EventLog(run_dir, f"watch-{node}", rank=-1, attempt=0)
     steps, start = EventSteps(run_dir), time.monotonic()
     seen: dict[int, int] = {}
@@ -151,9 +152,9 @@ def _due(fault: PlannedFault, seen: dict[int, int], elapsed: float) -> bool:
 def _fire(fault: PlannedFault, node: str, events: EventLog, iteration: int | None) -> None:
     # Not the watcher itself nor the srun task's shell, which exits with the agent's exit code.
     spared = {os.getpid(), os.getppid()}
-    pids = [p for p in node_pids(os.environ[RUN_ID_VAR], node, fault.type == "node_hung") if p not in spared and alive(p)]
+    pids = [p for p in node_pids(os.environ[RUN_ID_VAR], node, isinstance(fault, NodeHung)) if p not in spared and alive(p)]
     events.write(FaultInjected(fault.type, fault.fault_id, f"{node} pids {pids}", iteration, target_node=node, attempt=fault.attempt))
-    sig = signal.SIGKILL if fault.type == "node_killed" else signal.SIGSTOP
+    sig = signal.SIGKILL if isinstance(fault, NodeKilled) else signal.SIGSTOP
     for pid in pids:
         try:
             os.kill(pid, sig)

@@ -170,3 +170,24 @@ def test_load_run_reads_a_real_run_folder(tmp_path):
     assert m.losses == {1: 1.0, 2: 2.0, 3: 30.0}
     assert (m.detected_by, m.resumed_from_step, m.lost_steps, m.restarts, m.exit_code) == ("worker_failed", 2, 1, 1, 0)
     assert timeline.marks[0].event == "launch" and timeline.marks[0].t == 0.0
+
+
+def test_preemption_metrics_inside_and_outside_the_grace(event) -> None:
+    term = event("fault_injected", 10.0, rank=-1, fault="sigterm", grace_s=1.0, target_rank=None)
+    saved = [term, event("checkpoint_save_end", 10.5, iteration=12)]
+    m = compute_metrics(saved)
+    assert (m.preemption_saved, m.grace_killed, m.faults_injected) == (True, False, 1)
+    late = [term, event("signal_sent", 11.0, rank=-1, signal="SIGKILL", target=1, pid=1), event("checkpoint_save_end", 11.5, iteration=12)]
+    m = compute_metrics(late)
+    assert (m.preemption_saved, m.grace_killed) == (False, True)
+    assert compute_metrics([event("step", 1.0, iteration=1, loss=1.0)]).preemption_saved is None
+
+
+def test_resumed_from_is_the_step_before_the_first_step_without_a_load(event) -> None:
+    events = [
+        event("step", 1.0, iteration=12, loss=1.0),
+        event("fault_injected", 2.0, rank=-1, fault="sigkill", target_rank=1),
+        event("step", 5.0, attempt=1, iteration=11, loss=1.0),
+    ]
+    m = compute_metrics(events)
+    assert (m.resumed_from_step, m.lost_steps) == (10, 2)

@@ -42,7 +42,7 @@ def test_rank_killed_runs_one_agent_on_one_node_with_the_plan_on_shared_storage(
     assert "fault_injection.component=chaos fault_injection.plan='\"$RUN_DIR\"'/plan.json" in task
     plan = json.loads(text.split('cat > "$RUN_DIR/plan.json" <<\'CHAOS_EOF\'\n')[1].split("\nCHAOS_EOF")[0])
     assert plan["faults"] == [
-        {"fault_id": "f0", "type": "rank_killed", "rank": 1, "attempt": 0, "at_step": 7, "delay_s": None, "options": {}}
+        {"fault_id": "f0", "type": "rank_killed", "rank": 1, "attempt": 0, "at_step": 7, "delay_s": None}
     ]
     copy = yaml.safe_load(text.split('cat > "$RUN_DIR/scenario.yaml" <<\'CHAOS_EOF\'\n')[1].split("\nCHAOS_EOF")[0])
     assert copy["name"] == "rank_killed" and copy["seed"] == 0

@@ -1,0 +1,37 @@
+"""The fault kinds' own rules: triggers, targets, and what a foreign `command` may take."""
+
+from __future__ import annotations
+
+import pytest
+
+from chaos.schema.scenario import ScenarioError
+
+
+def test_signal_fault_needs_exactly_one_target(make_scenario) -> None:
+    with pytest.raises(ScenarioError, match="exactly one target"):
+        make_scenario(faults=[{"type": "sigterm", "rank": 1, "target": "all", "at_step": 3}])
+    with pytest.raises(ScenarioError, match=r"faults\[0\].ranks: 2 is outside"):
+        make_scenario(faults=[{"type": "sigkill", "ranks": [0, 2], "at_step": 3}])
+    s = make_scenario(faults=[{"type": "sigterm", "target": "launcher", "after_s": 1, "grace_s": 2}])
+    assert s.faults[0].grace_s == 2
+
+
+def test_load_faults_take_no_trigger_and_a_later_attempt(make_scenario) -> None:
+    with pytest.raises(ScenarioError, match="attempt must be 1 or more"):
+        make_scenario(faults=[{"type": "checkpoint_corrupt"}])
+    with pytest.raises(ScenarioError, match="leave out at_step"):
+        make_scenario(faults=[{"type": "fault_during_checkpoint", "during": "load", "rank": 0, "at_step": 3, "attempt": 1}])
+    with pytest.raises(ScenarioError, match="not a checkpoint step"):
+        make_scenario(faults=[{"type": "fault_during_checkpoint", "rank": 0, "at_step": 7}])
+    with pytest.raises(ScenarioError, match="give at_step"):
+        make_scenario(faults=[{"type": "collective_hang", "rank": 0, "after_s": 1}])
+
+
+def test_command_scenarios_take_signal_faults_and_a_step_group(make_scenario) -> None:
+    cmd = {"command": ["python", "x.py"], "trainer": {}}
+    with pytest.raises(ScenarioError, match="signal faults only"):
+        make_scenario(**cmd, faults=[{"type": "rank_killed", "rank": 0, "at_step": 2}])
+    with pytest.raises(ScenarioError, match="named group"):
+        make_scenario(**cmd, step_pattern=r"step (\d+)")
+    with pytest.raises(ScenarioError, match="step_pattern: required"):
+        make_scenario(**cmd, faults=[{"type": "sigkill", "rank": 0, "at_step": 2}])
