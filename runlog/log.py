@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +22,18 @@ from runlog.records import Record
 
 
 class EventLog:
-    """Appends events for one source. A log without a folder drops events (a run without run_dir)."""
+    """Appends events for one source. A log without a folder drops events (a run without run_dir).
 
-    def __init__(self, run_dir: str | Path | None, source: str, rank: int, attempt: int | None = None, node: str | None = None):
+    ``attempt``: what every event carries; a callable for a writer whose attempt moves (the supervisor's
+    follows its attempt tracker); None: this process's (``current_attempt()``).
+    """
+
+    def __init__(
+        self, run_dir: str | Path | None, source: str, rank: int, attempt: int | Callable[[], int] | None = None,
+        node: str | None = None,
+    ):
         self.rank = rank
-        self.attempt = current_attempt() if attempt is None else attempt
+        self._attempt = current_attempt() if attempt is None else attempt
         self.node = node_id() if node is None else node
         self._file = None
         self.path: Path | None = None
@@ -33,6 +41,10 @@ class EventLog:
             self.path = RunFolder(Path(run_dir)).event_file(source)
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._file = open(self.path, "a", buffering=1)  # noqa: SIM115 - lives as long as the log
+
+    @property
+    def attempt(self) -> int:
+        return self._attempt() if callable(self._attempt) else self._attempt
 
     def write(self, record: Record) -> dict[str, Any]:
         """Append one event; how every writer of this project logs."""

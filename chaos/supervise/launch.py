@@ -1,28 +1,33 @@
-"""Start a launcher in its own process session, watch it, and leave nothing behind.
+"""Start a job's launcher agents in their own process sessions, watch them, and leave nothing behind.
 
-The launcher (ft_launcher or torchrun) runs with ``start_new_session=True`` and a marker variable
-(CHAOS_RUN_ID) that every worker inherits. Its output goes to ``launcher.log``; lines that show the
-launcher or NVRx's rank monitor acting on a fault become runner events, stamped as they arrive. On the
-deadline, Ctrl-C or any error the whole process group is killed; afterwards any process still carrying
+A one-node run has one agent (ft_launcher or torchrun); a multi-node run one per simulated node, exactly as
+a cluster job runs one per host (chaos/supervise/nodes.py). Every agent runs with ``start_new_session=True``
+and the run's marker (CHAOS_RUN_ID), which every worker inherits. An agent's output goes to its log
+(``launcher.log``, or ``launcher-<node>.log``); lines that show the launcher or NVRx's rank monitor acting on
+a fault become runner events, stamped as they arrive, and its restart lines move the attempt tracker. On the
+deadline, Ctrl-C or any error every agent's process group is killed; afterwards any process still carrying
 the marker is a leftover: it is reported (a failure of the run) and killed.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import signal
 import subprocess
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import IO
 
-from runlog.env import RUN_ID_VAR
+from chaos.supervise.attempts import AttemptTracker
+from chaos.supervise.procs import kill_all, marked_pids, stop_group
+from runlog.env import ATTEMPT_BASE_VAR, NODE_VAR, RUN_ID_VAR, node_name
+from runlog.layout import RunFolder
 from runlog.log import EventLog
 from runlog.records import (
+    AgentExit,
+    AgentStart,
     Deadline,
     FtTimeout,
     Launched,
@@ -32,6 +37,7 @@ from runlog.records import (
     Restart,
     WorkerFailed,
 )
+from trainer import nvrx_compat
 
 LAUNCHER_PATTERNS: list[tuple[type[LauncherLine], re.Pattern[str]]] = [
     (WorkerFailed, re.compile(r"failed \(exitcode: (?P<exitcode>-?\d+)\) local_rank: (?P<local_rank>\d+)")),
@@ -43,25 +49,6 @@ LAUNCHER_PATTERNS: list[tuple[type[LauncherLine], re.Pattern[str]]] = [
 ]
 
 
-@dataclass(frozen=True)
-class LaunchSpec:
-    command: list[str]
-    env: dict[str, str]
-    run_dir: Path
-    deadline_s: float
-    run_id: str
-    cwd: Path | None = None
-
-
-@dataclass
-class LaunchResult:
-    exit_code: int | None
-    seconds: float
-    timed_out: bool = False
-    interrupted: bool = False
-    leftovers: list[int] = field(default_factory=list)
-
-
 def classify(line: str) -> LauncherLine | None:
     """The runner event a launcher line stands for (with the line's end and its numbers), or None."""
     for kind, pattern in LAUNCHER_PATTERNS:
@@ -71,125 +58,185 @@ def classify(line: str) -> LauncherLine | None:
     return None
 
 
-def proc_environ(pid: int) -> dict[str, str]:
-    """A process's environment ({} once it is gone or unreadable)."""
-    try:
-        raw = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return {}
-    return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
+@dataclass(frozen=True)
+class LaunchSpec:
+    command: list[str]
+    """One agent's command (for several nodes: with ``--nnodes=N`` and the c10d rendezvous they share)."""
+    env: dict[str, str]
+    run_dir: Path
+    deadline_s: float
+    run_id: str
+    cwd: Path | None = None
+    nodes: int = 1
+    """Agents started together, one per simulated node (node0..); 1: a one-node launch."""
+    gpu_blocks: tuple[str, ...] = ()
+    """A multi-node GPU run: each node's CUDA_VISIBLE_DEVICES (``node_block`` picks a node's); empty on CPU."""
 
 
-def _state(pid: int) -> str | None:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
+@dataclass
+class LaunchResult:
+    exit_code: int | None
+    timed_out: bool = False
+    interrupted: bool = False
+    leftovers: list[int] = field(default_factory=list)
 
 
-def marked_processes(run_id: str) -> dict[int, dict[str, str]]:
-    """Live processes (zombies excluded) whose environment carries this run's marker, by pid in order,
-    with their environments: the one lookup of a run's processes, also those that left the launcher's
-    session."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        pid = int(entry.name)
-        env = proc_environ(pid)
-        if env.get(RUN_ID_VAR) == run_id and _state(pid) not in (None, "Z"):
-            found[pid] = env
-    return dict(sorted(found.items()))
+@dataclass
+class Agent:
+    node: str | None
+    """Its simulated node; None for the one agent of a one-node launch."""
+    proc: subprocess.Popen
+    lost: bool = False
+    """Killed by the runner (a node_killed fault): its exit code is the fault, not the job's."""
+    reader: threading.Thread | None = None
+
+    @property
+    def key(self) -> str:
+        return self.node or "launcher"
 
 
-def marked_pids(run_id: str) -> list[int]:
-    """The pids of ``marked_processes``, sorted."""
-    return list(marked_processes(run_id))
+def agent_command(command: list[str], is_host: bool) -> list[str]:
+    """One agent's command: `command` with the rendezvous store pinned to node 0 (`is_host`)."""
+    at = next(i for i, arg in enumerate(command) if arg.startswith("--rdzv-backend=")) + 1
+    return [*command[:at], f"--rdzv-conf=is_host={str(is_host).lower()}", *command[at:]]
 
 
-def _kill_all(pgid: int, run_id: str) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-    for pid in marked_pids(run_id):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-
-
-def stop_group(pgid: int, run_id: str, grace_s: float = 3.0) -> None:
-    """SIGCONT (stopped ranks can't die of SIGTERM) and SIGTERM, a grace period, then SIGKILL everything."""
-    for sig in (signal.SIGCONT, signal.SIGTERM):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, sig)
-    end = time.monotonic() + grace_s
-    while time.monotonic() < end and marked_pids(run_id):
-        time.sleep(0.1)
-    _kill_all(pgid, run_id)
+def node_block(index: int, blocks: int) -> int:
+    """The GPU block of node ``index``: its own where there are enough; a node beyond them (a spare) takes
+    blocks from the last one down. Active nodes always fit (a scenario needs world_size GPUs); a spare
+    only trains once a node is lost, and node 0, the rendezvous host, is never a fault target."""
+    return index if index < blocks else blocks - 1 - (index - blocks) % blocks
 
 
 class Launch:
-    """One launcher process and its watcher; `wait()` returns when it exits or is killed."""
+    """The agents of one launch; `wait()` returns once every agent has exited (or was killed).
 
-    def __init__(self, spec: LaunchSpec, events: EventLog, on_tick: Callable[[], None] = lambda: None):
-        self.spec, self.events, self.on_tick = spec, events, on_tick
-        self.log_path = spec.run_dir / "launcher.log"
+    ``on_tick`` runs every 0.1 s of the watch (the runner's faults and progress view); ``on_line`` gets
+    every output line of a one-node launch in order, after its restart line moved the attempt tracker.
+    """
+
+    def __init__(
+        self, spec: LaunchSpec, events: EventLog, attempts: AttemptTracker,
+        on_tick: Callable[[], None] = lambda: None, on_line: Callable[[str], None] | None = None,
+    ):
+        self.spec, self.events, self.attempts = spec, events, attempts
+        self.on_tick, self.on_line = on_tick, on_line
+        self.agents: list[Agent] = []
+        self._lock = threading.Lock()
+
+    def start(self, node: str | None, base: int) -> Agent:
+        """Start the agent of `node` (None: the one of a one-node launch), whose round begins at `base`."""
+        spec, folder = self.spec, RunFolder(self.spec.run_dir)
+        env = {ATTEMPT_BASE_VAR: str(base), **spec.env, RUN_ID_VAR: spec.run_id}
+        command = spec.command
+        if node is not None:
+            env.update({**nvrx_compat.SIMULATED_NODES_ENV, NODE_VAR: node, ATTEMPT_BASE_VAR: str(self.worker_base(base))})
+            command = agent_command(spec.command, is_host=node == node_name(0))
+            if spec.gpu_blocks:
+                index = int(node.removeprefix("node"))
+                env["CUDA_VISIBLE_DEVICES"] = spec.gpu_blocks[node_block(index, len(spec.gpu_blocks))]
+        log = open(folder.launcher_log if node is None else folder.agent_log(node), "ab")  # noqa: SIM115 - closed by the reader
+        proc = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+            cwd=spec.cwd, start_new_session=True,
+        )
+        agent = Agent(node, proc)
+        with self._lock:
+            self.agents.append(agent)
+            self.attempts.joined(agent.key, base)
+            if node is None:
+                self.events.write(Launched(command=spec.command, pid=proc.pid))
+            else:
+                self.events.write(AgentStart(node, proc.pid, base, node=node))
+        agent.reader = threading.Thread(target=self._read, args=(agent, log), daemon=True)
+        agent.reader.start()
+        return agent
+
+    def worker_base(self, base: int) -> int:
+        """What a late agent's workers add to their TORCHELASTIC_RESTART_COUNT to number their attempt:
+        the round it joins, unless the launcher already counts rounds there (ft_launcher 0.7)."""
+        ft = nvrx_compat.LAUNCHER_MODULE in self.spec.command
+        return 0 if ft and nvrx_compat.RESTART_COUNT_IS_ROUND else base
+
+    def lose(self, node: str) -> None:
+        """Mark `node`'s running agents as lost: the runner is about to kill them."""
+        for agent in self.agents:
+            if agent.node == node and agent.proc.poll() is None:
+                agent.lost = True
 
     def wait(self) -> LaunchResult:
-        spec = self.spec
-        env = {**spec.env, RUN_ID_VAR: spec.run_id}
-        start = time.monotonic()
-        with open(self.log_path, "ab") as log:
-            proc = subprocess.Popen(
-                spec.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=env, cwd=spec.cwd, start_new_session=True,
-            )
-            self.events.write(Launched(command=spec.command, pid=proc.pid))
-            reader = threading.Thread(target=self._read, args=(proc, log), daemon=True)
-            reader.start()
-            result = LaunchResult(exit_code=None, seconds=0.0)
-            try:
-                self._watch(proc, start, result)
-            except BaseException:
-                result.interrupted = True
-                stop_group(proc.pid, spec.run_id)
-                raise
-            finally:
-                proc.wait()
-                reader.join(timeout=5)
-                result.exit_code = proc.returncode
-                result.seconds = time.monotonic() - start
-                self.events.write(LauncherExit(proc.returncode))
-                result.leftovers = self._reap(proc.pid)
-                self.on_tick()
+        spec, start = self.spec, time.monotonic()
+        base = self.attempts.launcher()
+        if spec.nodes == 1:
+            self.start(None, base)
+        else:
+            self.events.write(Launched(command=spec.command, nodes=spec.nodes))
+            for i in range(spec.nodes):
+                self.start(node_name(i), base)
+        result = LaunchResult(exit_code=None)
+        try:
+            self._watch(start, result)
+        except BaseException:
+            result.interrupted = True
+            self._stop_all()
+            raise
+        finally:
+            for agent in list(self.agents):
+                agent.proc.wait()
+                if agent.reader is not None:
+                    agent.reader.join(timeout=5)
+                if agent.node is not None:
+                    self.events.write(AgentExit(agent.node, agent.proc.returncode, agent.lost, node=agent.node))
+            result.exit_code = self.job_code()
+            self.events.write(LauncherExit(result.exit_code))
+            result.leftovers = self._reap()
+            self.on_tick()
         return result
 
-    def _watch(self, proc: subprocess.Popen, start: float, result: LaunchResult) -> None:
-        while proc.poll() is None:
+    def job_code(self) -> int:
+        """The job's exit code: the first failure among agents the runner did not kill itself, else 0."""
+        codes = [a.proc.returncode for a in self.agents if not a.lost]
+        return next((code for code in codes if code), 0)
+
+    def _watch(self, start: float, result: LaunchResult) -> None:
+        while any(a.proc.poll() is None for a in self.agents):
             if time.monotonic() - start > self.spec.deadline_s:
                 result.timed_out = True
                 self.events.write(Deadline(self.spec.deadline_s))
-                stop_group(proc.pid, self.spec.run_id)
+                self._stop_all()
                 return
             self.on_tick()
             time.sleep(0.1)
 
-    def _read(self, proc: subprocess.Popen, log) -> None:
-        for raw in proc.stdout:
-            log.write(raw)
-            log.flush()
-            line = raw.decode(errors="replace").rstrip()
-            hit = classify(line)
-            if hit is None:
-                continue
-            if isinstance(hit, Restart):
-                self.events.attempt += 1
-            self.events.write(hit)
+    def _stop_all(self) -> None:
+        for agent in self.agents:
+            stop_group(agent.proc.pid, self.spec.run_id)
 
-    def _reap(self, pgid: int) -> list[int]:
+    def _read(self, agent: Agent, log: IO[bytes]) -> None:
+        with log:
+            for raw in agent.proc.stdout or ():
+                log.write(raw)
+                log.flush()
+                line = raw.decode(errors="replace").rstrip()
+                hit = classify(line)
+                if hit is not None:
+                    self._launcher_line(agent, hit)
+                if self.on_line is not None:
+                    self.on_line(line)
+
+    def _launcher_line(self, agent: Agent, hit: LauncherLine) -> None:
+        with self._lock:
+            if isinstance(hit, Restart):
+                self.attempts.restarted(agent.key)
+            self.events.write(hit if agent.node is None else replace(hit, node=agent.node))
+
+    def _reap(self) -> list[int]:
         """Wait briefly for the run's processes to go; report and kill any that stay."""
         end = time.monotonic() + 3.0
         while (left := marked_pids(self.spec.run_id)) and time.monotonic() < end:
             time.sleep(0.1)
         if left:
             self.events.write(Leftover(left))
-        _kill_all(pgid, self.spec.run_id)
+        for agent in self.agents:
+            kill_all(agent.proc.pid, self.spec.run_id)
         return left

@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +26,14 @@ from chaos.judge.timeline import load_run
 from chaos.judge.verdicts import Verdict, compare_runs, judge
 from chaos.schema.plan import PlannedFault, arming, plan_records, write_plan
 from chaos.schema.scenario import Scenario, ScenarioError, parse_scenario, plan_faults
+from chaos.supervise.attempts import AttemptTracker
 from chaos.supervise.launch import Launch, LaunchResult, LaunchSpec
-from chaos.supervise.nodes import ClusterSpec, gpu_blocks, run_cluster, visible_gpus
+from chaos.supervise.nodes import gpu_blocks, run_nodes, visible_gpus
 from chaos.supervise.ports import release_ports, reserve_ports
 from chaos.supervise.progress import ProgressView
 from chaos.supervise.signals import EventSteps, ExternalFaults, LogSteps
-from runlog.env import ATTEMPT_BASE_VAR, STORE_PORT_VAR
+from runlog.env import STORE_PORT_VAR
+from runlog.layout import RunFolder
 from runlog.log import EventLog
 from runlog.reader import read_events
 from trainer import nvrx_compat
@@ -117,15 +120,17 @@ def new_run_dir(out_dir: Path, name: str) -> Path:
 def execute(scenario: Scenario, run_dir: Path, seed: int, progress: Callable[[str], None] | None) -> LaunchResult:
     """Launch the scenario's run in `run_dir` and wait for it (no judging)."""
     run_dir = run_dir.resolve()  # the launcher runs in the project root, not in our cwd
+    folder = RunFolder(run_dir)
     overrides = scenario.trainer_overrides(run_dir)
     plan = plan_faults(scenario, seed)
     if plan:
-        write_plan(run_dir / "plan.json", plan)
-        overrides.extend(arming(run_dir / "plan.json"))
-    events = EventLog(run_dir, "launcher", rank=-1, attempt=0)
+        write_plan(folder.plan, plan)
+        overrides.extend(arming(folder.plan))
+    attempts = AttemptTracker()
+    events = EventLog(run_dir, "launcher", rank=-1, attempt=attempts.launcher)
     view = ProgressView(run_dir, progress) if progress else None
-    steps = LogSteps(run_dir, scenario.step_pattern) if scenario.step_pattern else EventSteps(run_dir)
-    external = ExternalFaults(plan, events, run_dir.name, steps)
+    steps = LogSteps(run_dir, scenario.step_pattern, attempts) if scenario.step_pattern else EventSteps(run_dir)
+    external = ExternalFaults(plan, events, attempts, run_dir.name, steps)
 
     def tick() -> None:
         external.tick()
@@ -136,15 +141,13 @@ def execute(scenario: Scenario, run_dir: Path, seed: int, progress: Callable[[st
     tmp_dir = Path(tempfile.mkdtemp(prefix="chaos-tmp-"))
     env = child_env(tmp_dir)
     start = time.monotonic()
+    launch = partial(_launch, scenario, run_dir, overrides, plan, events, attempts, tick, steps)
     try:
-        if scenario.nodes > 1:
-            return _launch_nodes(scenario, run_dir, overrides, env, plan, events, tick)
-        result = _launch_once(scenario, run_dir, overrides, env, events, tick, scenario.deadline_s)
+        result = launch(env, scenario.deadline_s)
         if scenario.relaunch and not (result.timed_out or result.interrupted):
-            events.attempt += 1  # the requeued job numbers its attempts on from the first launch's
-            external.relaunched()
+            attempts.relaunched()  # the requeued job numbers its attempts on from the first launch's
             remaining = scenario.deadline_s - (time.monotonic() - start)
-            result = _launch_once(scenario, run_dir, overrides, env, events, tick, remaining, scenario.relaunch_env)
+            result = launch({**env, **scenario.relaunch_env}, remaining)
         return result
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)
@@ -154,40 +157,25 @@ def execute(scenario: Scenario, run_dir: Path, seed: int, progress: Callable[[st
         events.close()
 
 
-def _launch_once(
-    scenario: Scenario, run_dir: Path, overrides: list[str], env: dict[str, str], events: EventLog, tick: Callable[[], None],
-    deadline_s: float, env_overrides: dict[str, str] | None = None,
+def _launch(
+    scenario: Scenario, run_dir: Path, overrides: list[str], plan: list[PlannedFault], events: EventLog,
+    attempts: AttemptTracker, tick: Callable[[], None], steps: EventSteps | LogSteps, env: dict[str, str],
+    deadline_s: float,
 ) -> LaunchResult:
+    """One launch of the job: its agents (one per node) in one c10d rendezvous on reserved loopback ports."""
     ports = reserve_ports(3)
     try:
+        on_gpus = scenario.nodes > 1 and wants_cuda(scenario.trainer_config(run_dir).dist)
         spec = LaunchSpec(
-            command=launcher_command(scenario, run_dir, ports[0], overrides),
-            env={
-                **env, **launcher_env(scenario, ports), ATTEMPT_BASE_VAR: str(events.attempt),
-                **(env_overrides or {}),
-            },
-            run_dir=run_dir,
-            deadline_s=deadline_s, run_id=run_dir.name, cwd=PROJECT_ROOT,
-        )
-        return Launch(spec, events, on_tick=tick).wait()
-    finally:
-        release_ports(ports)
-
-
-def _launch_nodes(
-    scenario: Scenario, run_dir: Path, overrides: list[str], env: dict[str, str], plan: list[PlannedFault], events: EventLog,
-    tick: Callable[[], None],
-) -> LaunchResult:
-    """One agent per node on this machine, in one c10d rendezvous on a reserved loopback port (chaos/nodes.py)."""
-    ports = reserve_ports(3)
-    try:
-        on_gpus = wants_cuda(scenario.trainer_config(run_dir).dist)
-        spec = ClusterSpec(
             command=launcher_command(scenario, run_dir, ports[0], overrides), env={**env, **launcher_env(scenario, ports)},
-            run_dir=run_dir, run_id=run_dir.name, deadline_s=scenario.deadline_s, nodes=scenario.nodes, cwd=PROJECT_ROOT,
+            run_dir=run_dir, deadline_s=deadline_s, run_id=run_dir.name, cwd=PROJECT_ROOT, nodes=scenario.nodes,
             gpu_blocks=tuple(gpu_blocks(visible_gpus(), scenario.node_size)) if on_gpus else (),
         )
-        return run_cluster(spec, plan, events, scenario.spares, tick)
+        launch = Launch(spec, events, attempts, on_line=steps.line if isinstance(steps, LogSteps) else None)
+        if scenario.nodes > 1:
+            return run_nodes(launch, plan, scenario.spares, tick)
+        launch.on_tick = tick
+        return launch.wait()
     finally:
         release_ports(ports)
 

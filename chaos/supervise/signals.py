@@ -20,56 +20,20 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import queue
 import re
 import signal
 import time
 from pathlib import Path
 
 from chaos.schema.plan import PlannedFault
+from chaos.supervise.attempts import AttemptTracker
 from chaos.supervise.faults import Armed, SignalFault
-from chaos.supervise.launch import classify, marked_pids, marked_processes
+from chaos.supervise.procs import alive, launcher_pid, session_pids, worker_pids
 from runlog import names
-from runlog.layout import RunFolder
 from runlog.log import EventLog
-from runlog.reader import EventTail, LineTail
-from runlog.records import FaultInjected, ObservedStep, Restart, SignalSent
-
-
-def _proc_status(pid: int) -> tuple[str, int] | None:
-    """(state letter, parent pid) of a live process, None once it is gone."""
-    try:
-        after_name = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return after_name[0], int(after_name[1])
-
-
-def alive(pid: int) -> bool:
-    """Running or stopped, not a zombie: a zombie accepts signals but can no longer act on them."""
-    status = _proc_status(pid)
-    return status is not None and status[0] != "Z"
-
-
-def worker_pids(run_id: str, ranks: list[int] | None = None) -> list[int]:
-    """The run's worker processes (those torchelastic gave a RANK), of `ranks` or of every rank.
-
-    A worker's own children inherit its RANK; only the outermost process of each rank is returned.
-    """
-    workers = {pid: env["RANK"] for pid, env in marked_processes(run_id).items() if env.get("RANK", "").isdigit()}
-    chosen = {pid for pid, rank in workers.items() if ranks is None or int(rank) in ranks}
-    return sorted(pid for pid in chosen if (_proc_status(pid) or ("", 0))[1] not in chosen)
-
-
-def launcher_pid(run_id: str) -> int | None:
-    """The launcher: the process of the run that leads its own session (the runner started it so)."""
-    return next((pid for pid in marked_pids(run_id) if _session_of(pid) == pid), None)
-
-
-def _session_of(pid: int) -> int | None:
-    try:
-        return os.getsid(pid)
-    except OSError:
-        return None
+from runlog.reader import EventTail
+from runlog.records import FaultInjected, ObservedStep, SignalSent
 
 
 class EventSteps:
@@ -78,42 +42,38 @@ class EventSteps:
     def __init__(self, run_dir: Path):
         self.tail = EventTail(run_dir, "rank-*.jsonl")
 
-    def relaunched(self, attempt: int) -> None:
-        """Step events carry their own attempt: nothing to do."""
-
     def poll(self) -> list[tuple[int, int]]:
         """(attempt, iteration) of each step event written since the last poll."""
         return [(int(e["attempt"]), int(e["iteration"])) for e in self.tail.poll() if e["event"] == names.STEP]
 
 
 class LogSteps:
-    """Steps from the job's output lines (launcher.log), for a command that writes no events.
+    """Steps from the job's output lines, for a command that writes no events.
 
-    Each match becomes a ``step`` event (rank 0, ``observed: true``) in ``events/observed.jsonl``. The
-    attempt is counted from the launcher's restart lines in the same log, in order, so a step printed
-    just before a restart is never credited to the next attempt.
+    The launch hands it every output line in order (``Launch.on_line``), after a restart line has moved the
+    attempt tracker, so a step printed just before a restart is never credited to the next attempt. Each
+    match becomes a ``step`` event (rank 0, ``observed: true``) in ``events/observed.jsonl``.
     """
 
-    def __init__(self, run_dir: Path, pattern: str):
-        self.tail = LineTail(RunFolder(run_dir).launcher_log)
-        self.pattern = re.compile(pattern)
-        self.log = EventLog(run_dir, "observed", rank=0, attempt=0)
+    def __init__(self, run_dir: Path, pattern: str, attempts: AttemptTracker):
+        self.pattern, self.attempts = re.compile(pattern), attempts
+        self.log = EventLog(run_dir, "observed", rank=0, attempt=attempts.launcher)
+        self._found: queue.SimpleQueue[tuple[int, int]] = queue.SimpleQueue()
 
-    def relaunched(self, attempt: int) -> None:
-        self.log.attempt = attempt
+    def line(self, line: str) -> None:
+        """One output line of the job (called from the launch's reader thread)."""
+        m = self.pattern.search(line)
+        if m is None:
+            return
+        step = int(m["step"])
+        loss = float(m["loss"]) if "loss" in self.pattern.groupindex and m["loss"] else math.nan
+        self._found.put((self.log.write(ObservedStep(step, loss))["attempt"], step))
 
     def poll(self) -> list[tuple[int, int]]:
+        """(attempt, step) of each step line since the last poll."""
         found = []
-        for _, line in self.tail.lines():
-            if isinstance(classify(line), Restart):
-                self.log.attempt += 1
-            m = self.pattern.search(line)
-            if m is None:
-                continue
-            step = int(m["step"])
-            loss = float(m["loss"]) if "loss" in self.pattern.groupindex and m["loss"] else math.nan
-            self.log.write(ObservedStep(step, loss))
-            found.append((self.log.attempt, step))
+        while not self._found.empty():
+            found.append(self._found.get())
         return found
 
     def close(self) -> None:
@@ -123,8 +83,11 @@ class LogSteps:
 class ExternalFaults:
     """Fires the plan's signal faults from the runner, one tick at a time."""
 
-    def __init__(self, faults: list[PlannedFault], events: EventLog, run_id: str, steps: EventSteps | LogSteps):
-        self.events, self.run_id, self.steps = events, run_id, steps
+    def __init__(
+        self, faults: list[PlannedFault], events: EventLog, attempts: AttemptTracker, run_id: str,
+        steps: EventSteps | LogSteps,
+    ):
+        self.events, self.attempts, self.run_id, self.steps = events, attempts, run_id, steps
         self.armed = [Armed(f) for f in faults if isinstance(f, SignalFault)]
         self.last_step: dict[int, int] = {}
         self.attempt_since: dict[int, float] = {}
@@ -133,22 +96,16 @@ class ExternalFaults:
         now = time.monotonic()
         for attempt, step in self.steps.poll():
             self.last_step[attempt] = max(step, self.last_step.get(attempt, 0))
-        self.attempt_since.setdefault(self.running_attempt(), now)
+            self.attempts.ranks_in(attempt)
+        self.attempt_since.setdefault(self.attempts.running(), now)
         for armed in self.armed:
             if armed.fired_at is None and self._due(armed.fault, now):
                 self._fire(armed, now)
             elif armed.next_at is not None and now >= armed.next_at:
                 self._follow_up(armed, now)
 
-    def running_attempt(self) -> int:
-        """The attempt the ranks are in: the launcher's restart rounds, or a later one their steps carry.
-
-        An in-process restart is an attempt too, which the ranks number and no launcher line announces.
-        """
-        return max(self.events.attempt, *self.last_step) if self.last_step else self.events.attempt
-
     def _due(self, fault: PlannedFault, now: float) -> bool:
-        if fault.attempt != self.running_attempt():
+        if fault.attempt != self.attempts.running():
             return False
         if fault.at_step is not None:
             return self.last_step.get(fault.attempt, 0) >= fault.at_step
@@ -177,18 +134,14 @@ class ExternalFaults:
     def survivors(self, armed: Armed) -> list[int]:
         survivors = [pid for pid in armed.pids if alive(pid)]
         if armed.fault.target == "launcher" and survivors:
-            survivors = _session_pids(self.run_id, survivors[0])
+            survivors = session_pids(self.run_id, survivors[0])
         return survivors
 
     def send(self, pids: list[int], sig: signal.Signals) -> None:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
-                self.events.write(SignalSent(sig.name, pid, pid=pid, attempt=self.running_attempt()))
-
-    def relaunched(self) -> None:
-        """The runner launches the job again; its attempts number on from ``events.attempt``."""
-        self.steps.relaunched(self.events.attempt)
+                self.events.write(SignalSent(sig.name, pid, pid=pid, attempt=self.attempts.running()))
 
     def close(self) -> None:
         """Leave nothing stopped: a duty cycle cut short by the job's end still owes its SIGCONT."""
@@ -197,7 +150,3 @@ class ExternalFaults:
                 self.send([pid for pid in armed.pids if alive(pid)], signal.SIGCONT)
                 armed.stopped = False
 
-
-def _session_pids(run_id: str, leader: int) -> list[int]:
-    """Every live process of the run in the launcher's session: the launcher and what it started."""
-    return [pid for pid in marked_pids(run_id) if _session_of(pid) == leader]

@@ -32,8 +32,8 @@ import yaml
 from chaos.schema.plan import PlannedFault, arming, read_plan
 from chaos.schema.scenario import Scenario, ScenarioError, plan_faults
 from chaos.supervise.faults import NodeHung, NodeKilled
-from chaos.supervise.nodes import node_pids
-from chaos.supervise.signals import EventSteps, alive
+from chaos.supervise.procs import alive, node_pids
+from chaos.supervise.signals import EventSteps
 from runlog.env import NODE_VAR, RUN_ID_VAR
 from runlog.log import EventLog
 from runlog.records import FaultInjected, SignalSent

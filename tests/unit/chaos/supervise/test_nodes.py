@@ -8,7 +8,9 @@ import pytest
 
 from chaos.judge.timeline import compute_metrics
 from chaos.schema.scenario import ScenarioError, parse_scenario
-from chaos.supervise.nodes import Cluster, ClusterSpec, agent_command, gpu_blocks, node_block, visible_gpus
+from chaos.supervise.attempts import AttemptTracker
+from chaos.supervise.launch import Launch, LaunchSpec, agent_command, node_block
+from chaos.supervise.nodes import gpu_blocks, visible_gpus
 from trainer import nvrx_compat
 
 
@@ -102,5 +104,5 @@ def test_visible_gpus_follow_cuda_visible_devices(monkeypatch):
 ])
 def test_a_late_agent_numbers_its_workers_from_the_round_it_joins(monkeypatch, tmp_path, rounds, launcher, expected):
     monkeypatch.setattr(nvrx_compat, "RESTART_COUNT_IS_ROUND", rounds)
-    spec = ClusterSpec(command=["python", "-m", launcher], env={}, run_dir=tmp_path, run_id="r", deadline_s=1, nodes=2)
-    assert Cluster(spec, events=None).worker_base(2) == expected
+    spec = LaunchSpec(command=["python", "-m", launcher], env={}, run_dir=tmp_path, run_id="r", deadline_s=1, nodes=2)
+    assert Launch(spec, events=None, attempts=AttemptTracker()).worker_base(2) == expected

@@ -70,15 +70,14 @@ def test_node_rejoin_has_no_cluster_form() -> None:
         script("node_killed_2x1")
 
 
-def test_judge_reads_a_finished_run_folder_alone(tmp_path: Path) -> None:
+def test_judge_reads_a_finished_run_folder_alone(tmp_path: Path, run_logs) -> None:
     scenario = load_scenario(SCENARIOS / "node_killed_hot_spare.yaml").model_copy(update={"expect": load_scenario(
         SCENARIOS / "node_killed_hot_spare.yaml").expect.model_copy(update={"baseline": None})})
     (tmp_path / SCENARIO_COPY).write_text(yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False))
-    runner = EventLog(tmp_path, "runner", rank=-1, attempt=0)
+    runner = run_logs.log("runner", rank=-1)
     runner.emit("launch")
-    logs = {r: EventLog(tmp_path, f"rank-{r}", rank=r, attempt=0) for r in (0, 1)}
-    for r, log in logs.items():
-        log.node = f"node{r}"
+    logs = {r: run_logs.rank(r, node=f"node{r}") for r in (0, 1)}
+    for log in logs.values():
         log.emit("run_start", world_size=2)
     for step in range(1, 9):
         for log in logs.values():
@@ -87,10 +86,8 @@ def test_judge_reads_a_finished_run_folder_alone(tmp_path: Path) -> None:
             logs[0].emit("checkpoint_save_end", iteration=5)
     runner.emit("fault_injected", fault="node_killed", target_node="node1", iteration=8)
     logs[0].emit("exit", reason="error", code=1, iteration=8)
-    runner.attempt = 1
-    runner.emit("restart", attempts_left=3, node="node0")
-    again = {0: EventLog(tmp_path, "rank-0", rank=0, attempt=1), 1: EventLog(tmp_path, "rank-1", rank=1, attempt=1)}
-    again[0].node, again[1].node = "node0", "node2"
+    runner.emit("restart", attempts_left=3, node="node0", attempt=1)
+    again = {0: run_logs.rank(0, attempt=1, node="node0"), 1: run_logs.rank(1, attempt=1, node="node2")}
     for log in again.values():
         log.emit("run_start", world_size=2)
     again[0].emit("checkpoint_load", iteration=5)

@@ -1,0 +1,57 @@
+"""The run's attempt as the supervisor knows it: the one place that combines what moves it.
+
+Three things do: a launcher agent's restart line (its workers start a new round: the round the agent joined
+plus its own restarts), a relaunch of the job (the next launch numbers its rounds on from the last one's),
+and the ranks' own step events (an in-process restart is an attempt no launcher line announces). Launcher
+output is read by one thread per agent, so every change holds a lock.
+"""
+
+from __future__ import annotations
+
+import threading
+
+
+class AttemptTracker:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._announced = 0
+        """The largest round a launcher's restart line announced (or a relaunch began)."""
+        self._agents: dict[str, int] = {}
+        """Each agent's round: the one it joined, plus its restarts."""
+        self._ranks = 0
+        """The largest attempt a rank's step carried."""
+
+    def launcher(self) -> int:
+        """The rounds the launchers announced so far: the attempt the supervisor's own events carry."""
+        with self._lock:
+            return self._announced
+
+    def running(self) -> int:
+        """The attempt the ranks are in: the launchers' round, or a later one their steps carry."""
+        with self._lock:
+            return max(self._announced, self._ranks)
+
+    def joined(self, agent: str, round_: int) -> None:
+        """An agent starts in `round_` (a replacement node or a spare joins the rendezvous late)."""
+        with self._lock:
+            self._agents[agent] = round_
+
+    def restarted(self, agent: str) -> int:
+        """The agent's restart line: its workers start its next round. Two agents restarting into the same
+        round (both nodes of a hung one print the line) are one attempt, not two."""
+        with self._lock:
+            self._agents[agent] += 1
+            self._announced = max(self._announced, self._agents[agent])
+            return self._announced
+
+    def ranks_in(self, attempt: int) -> None:
+        """A rank logged a step of `attempt`."""
+        with self._lock:
+            self._ranks = max(self._ranks, attempt)
+
+    def relaunched(self) -> int:
+        """The job is launched again: the round its agents start in (one past the last launch's)."""
+        with self._lock:
+            self._announced += 1
+            self._agents.clear()
+            return self._announced
