@@ -106,7 +106,7 @@ def sharing_gpus(scenario: Scenario) -> Scenario:
     """
     if scenario.ft.gpu_memory_reclaim_timeout is not None:
         return scenario
-    return scenario.model_copy(update={"ft": scenario.ft.model_copy(update={"gpu_memory_reclaim_timeout": 0.0})})
+    return scenario.replace(ft={**scenario.ft.model_dump(), "gpu_memory_reclaim_timeout": 0.0})
 
 
 @contextlib.contextmanager

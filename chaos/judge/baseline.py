@@ -26,7 +26,7 @@ def cache_dir() -> Path:
 
 
 def baseline_key(scenario: Scenario) -> str:
-    cfg = scenario.trainer_config()
+    cfg = scenario.config
     parts = {
         "digest": cfg.digest(),
         "world_size": scenario.world_size,
@@ -38,11 +38,12 @@ def baseline_key(scenario: Scenario) -> str:
 
 def fault_free(scenario: Scenario) -> Scenario:
     """The same run with every fault disarmed (chaos faults and Bridge's simulate_fault), under torchrun, on
-    one node: the numbers depend on the world size, not on how its ranks are spread over nodes."""
+    one node: the numbers depend on the world size, not on how its ranks are spread over nodes. It expects
+    nothing (it is not judged: it only has to complete)."""
     trainer = {k: v for k, v in scenario.trainer.items() if not k.startswith("ft.simulate")}
-    return scenario.model_copy(
-        update={"faults": [], "trainer": {**trainer, "ft.enable_ft_package": False}, "launcher": "torchrun",
-                "relaunch": False, "name": f"{scenario.name}-baseline", "nodes": 1, "procs_per_node": None, "spares": 0}
+    return scenario.replace(
+        faults=[], trainer={**trainer, "ft.enable_ft_package": False}, launcher="torchrun", relaunch=False,
+        relaunch_env={}, name=f"{scenario.name}-baseline", nodes=1, procs_per_node=None, spares=0, expect={},
     )
 
 

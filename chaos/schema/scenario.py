@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
+from pydantic import BeforeValidator, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from chaos.schema.base import Strict, show
 from chaos.schema.expect import Expect
@@ -88,9 +88,17 @@ class Scenario(Strict):
         own = {"checkpoint.save": f"{run_dir}/checkpoints", "logger.run_dir": str(run_dir)}
         return [f"{k}={_yaml_scalar(v)}" for k, v in {**self.trainer, **own}.items()]
 
-    def trainer_config(self, run_dir: str | Path = "RUN_DIR") -> TrainerConfig:
-        """The trainer config this scenario runs, validated by the trainer itself."""
-        return load_config(self.recipe, None, self.trainer_overrides(run_dir))
+    _config: TrainerConfig = PrivateAttr()
+
+    @property
+    def config(self) -> TrainerConfig:
+        """The trainer config this scenario runs, built once when the scenario is validated (by the trainer's
+        own loader: its recipe, then its overrides); its paths are placeholders the runner's overrides fill."""
+        return self._config
+
+    def replace(self, **changes: Any) -> Scenario:
+        """This scenario with `changes`, validated again (so its trainer config is that of the changes)."""
+        return type(self).model_validate({**self.model_dump(), **changes})
 
     @field_validator("recipe")
     @classmethod
@@ -104,13 +112,13 @@ class Scenario(Strict):
             if key in self.trainer:
                 raise ValueError(f"trainer.{key}: set by the runner (inside the run folder); leave it out")
         try:
-            cfg = self.trainer_config()
+            self._config = load_config(self.recipe, None, self.trainer_overrides())
         except (ConfigError, ArithmeticError) as e:
             # ArithmeticError: values trainer.config does not catch itself (num_attention_heads 0, an integer
             # too large for a float field); still a one-line error, never a traceback.
             raise ValueError(f"trainer: {e}") from None
-        self._check_faults(cfg)
-        self._check_expect(cfg)
+        self._check_faults()
+        self._check_expect()
         self._check_command()
         self._check_nodes()
         if self.relaunch_env and not self.relaunch:
@@ -121,7 +129,7 @@ class Scenario(Strict):
     def runs_alone(self) -> bool:
         """Its verdicts rest on how fast its ranks run against each other (straggler detection): another run
         sharing the machine's cores or GPUs would skew them, so a parallel test session runs it alone."""
-        return self.trainer_config().nvrx_straggler.enabled
+        return self.config.nvrx_straggler.enabled
 
     @property
     def node_size(self) -> int:
@@ -173,7 +181,7 @@ class Scenario(Strict):
         elif any(f.at_step is not None for f in self.faults):
             raise ValueError("step_pattern: required when a fault of a `command` fires at_step")
 
-    def last_attempt(self, cfg: TrainerConfig) -> tuple[int | None, str]:
+    def last_attempt(self) -> tuple[int | None, str]:
         """The highest attempt the run can reach (None: no bound), and why.
 
         Each launch has max_restarts + 1 launcher rounds, a relaunch is one more launch, and under in-process
@@ -182,17 +190,19 @@ class Scenario(Strict):
         """
         rounds = (self.max_restarts + 1) * (2 if self.relaunch else 1)
         why = f"max_restarts {self.max_restarts}" + (", relaunch" if self.relaunch else "")
-        if not cfg.inprocess_restart.enabled:
+        inprocess = self.config.inprocess_restart
+        if not inprocess.enabled:
             return rounds - 1, why
-        per_round = cfg.inprocess_restart.max_iterations
+        per_round = inprocess.max_iterations
         if per_round is None:
             return None, why + ", in-process restarts unbounded"
         return rounds * per_round - 1, why + f", inprocess_restart.max_iterations {per_round}"
 
-    def _check_faults(self, cfg: TrainerConfig) -> None:
+    def _check_faults(self) -> None:
+        cfg = self.config
         iters, world = cfg.train.train_iters, self.world_size
         sim_rank = cfg.ft.simulated_fault_rank
-        last, why = self.last_attempt(cfg)
+        last, why = self.last_attempt()
         if sim_rank is not None and not 0 <= sim_rank < world:
             raise ValueError(f"trainer.ft.simulated_fault_rank: {sim_rank} is outside the world (world_size {world})")
         for i, fault in enumerate(self.faults):
@@ -213,7 +223,8 @@ class Scenario(Strict):
             if last is not None and fault.attempt > last:
                 raise ValueError(f"faults[{i}].attempt: {fault.attempt} is past the run's last attempt ({last}: {why})")
 
-    def _check_expect(self, cfg: TrainerConfig) -> None:
+    def _check_expect(self) -> None:
+        cfg = self.config
         e, iters = self.expect, cfg.train.train_iters
         if e.completed_steps is not None and self.command is None and e.completed_steps > iters:
             raise ValueError(f"expect.completed_steps: {e.completed_steps} is past train.train_iters ({iters})")
@@ -226,7 +237,7 @@ class Scenario(Strict):
                     f"expect.resumed_from_step: {e.resumed_from_step} is not a checkpoint step "
                     f"(save_interval {interval}, train_iters {iters})"
                 )
-        last, why = self.last_attempt(cfg)
+        last, why = self.last_attempt()
         if e.restarts is not None and e.restarts.min is not None and last is not None and e.restarts.min > last:
             raise ValueError(f"expect.restarts: min {e.restarts.min:g} is past the run's last attempt ({last}: {why})")
         if e.lost_steps is not None and e.lost_steps.min is not None and e.lost_steps.min > iters:

@@ -61,7 +61,7 @@ def launcher_command(scenario: Scenario, run_dir: Path, port: int, overrides: li
     trainer = ["-m", "trainer", "--recipe", scenario.recipe, *overrides]
     if scenario.command is not None:
         trainer = ["--no-python", *external_command(scenario.command, run_dir)]
-    if scenario.launcher == "torchrun" and scenario.trainer.get("inprocess_restart.enabled") is True:
+    if scenario.launcher == "torchrun" and scenario.config.inprocess_restart.enabled:
         # c10d hands workers an ephemeral MASTER_PORT; static rendezvous hands them `port`, so that NVRx's
         # in-process stores on MASTER_PORT+1 and +2 land on the ports reserved with it.
         static = ["--rdzv-backend=static", "--master-addr=127.0.0.1", f"--master-port={port}", "--node-rank=0"]
@@ -108,7 +108,7 @@ def on_device(scenario: Scenario, device: str | None) -> Scenario:
     """The scenario with its trainer on `device` ('cpu' or 'cuda'; None keeps the recipe's choice)."""
     if device is None:
         return scenario
-    return scenario.model_copy(update={"trainer": {**scenario.trainer, "dist.device": device}})
+    return scenario.replace(trainer={**scenario.trainer, "dist.device": device})
 
 
 def new_run_dir(out_dir: Path, name: str) -> Path:
@@ -165,7 +165,7 @@ def _launch(
     """One launch of the job: its agents (one per node) in one c10d rendezvous on reserved loopback ports."""
     ports = reserve_ports(3)
     try:
-        on_gpus = scenario.nodes > 1 and wants_cuda(scenario.trainer_config(run_dir).dist)
+        on_gpus = scenario.nodes > 1 and wants_cuda(scenario.config.dist)
         spec = LaunchSpec(
             command=launcher_command(scenario, run_dir, ports[0], overrides), env={**env, **launcher_env(scenario, ports)},
             run_dir=run_dir, deadline_s=deadline_s, run_id=run_dir.name, cwd=PROJECT_ROOT, nodes=scenario.nodes,
@@ -206,7 +206,7 @@ def run_scenario(
 ) -> RunOutcome:
     """Run, judge and report one scenario; the journal and picture stay in the returned run folder."""
     seed = scenario.seed if seed is None else seed
-    scenario = scenario.model_copy(update={"seed": seed})  # the journal records the seed the run used
+    scenario = scenario.replace(seed=seed)  # the journal records the seed the run used
     run_dir = new_run_dir(out_dir, scenario.name)
     (run_dir / SCENARIO_COPY).write_text(yaml.safe_dump({**scenario.model_dump(mode="json"), "seed": seed}, sort_keys=False))
     if progress:

@@ -58,5 +58,5 @@ def test_runs_sharing_gpus_do_not_wait_for_empty_gpus_unless_the_scenario_says()
     shared = sharing_gpus(load_scenario(SCENARIOS / "rank_killed.yaml"))
     assert shared.ft.gpu_memory_reclaim_timeout == 0.0
     own = load_scenario(SCENARIOS / "rank_killed.yaml")
-    own = own.model_copy(update={"ft": own.ft.model_copy(update={"gpu_memory_reclaim_timeout": 20.0})})
+    own = own.replace(ft={"gpu_memory_reclaim_timeout": 20.0})
     assert sharing_gpus(own).ft.gpu_memory_reclaim_timeout == 20.0

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chaos.schema.scenario import Scenario, ScenarioError, load_scenario, parse_scenario, scenario_files
-from trainer.config_loader import parse_override
+from trainer.config_loader import load_config, parse_override
 
 SCENARIOS = Path(__file__).resolve().parents[4] / "scenarios"
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -89,7 +89,8 @@ def test_defaults_fill_what_a_scenario_leaves_out() -> None:
 
 
 def test_trainer_config_points_the_trainer_into_the_run_folder(tmp_path: Path) -> None:
-    cfg = load_scenario(write(tmp_path, valid())).trainer_config("/runs/r1")
+    scenario = load_scenario(write(tmp_path, valid()))
+    cfg = load_config(scenario.recipe, None, scenario.trainer_overrides("/runs/r1"))
     assert (cfg.checkpoint.save, cfg.logger.run_dir) == ("/runs/r1/checkpoints", "/runs/r1")
     assert (cfg.train.train_iters, cfg.checkpoint.save_interval, cfg.optimizer.min_lr) == (12, 5, 1e-5)
     assert cfg.model.hidden_size == 32  # from the tiny_cpu recipe
@@ -265,7 +266,7 @@ def test_the_last_attempt_counts_every_kind_of_restart(top: dict[str, Any], trai
     data = {**valid(), **top}
     data["trainer"].update(trainer)
     scenario = parse_scenario(data, "sample.yaml")
-    assert scenario.last_attempt(scenario.trainer_config())[0] == last
+    assert scenario.last_attempt()[0] == last
 
 
 def test_name_must_match_the_file_name(tmp_path: Path) -> None:
@@ -393,3 +394,18 @@ def mutated(draw: st.DrawFn) -> dict[str, Any]:
 @given(mutated())
 def test_a_mutated_scenario_gives_a_scenario_or_a_clean_error(data: dict[str, Any]) -> None:
     assert_clean(lambda: parse_scenario(data, "sample.yaml"), "sample.yaml")
+
+
+def test_the_trainer_config_is_built_once_and_carried(monkeypatch: pytest.MonkeyPatch, scenarios_dir: Path, tmp_path: Path) -> None:
+    import chaos.schema.scenario as schema
+    from chaos.judge.baseline import baseline_key
+    from chaos.supervise.runner import launcher_command
+
+    built = []
+    monkeypatch.setattr(schema, "load_config", lambda *args, real=schema.load_config: built.append(args) or real(*args))
+    scenario = load_scenario(scenarios_dir / "inprocess_exception.yaml")
+    assert len(built) == 1
+    assert scenario.config.inprocess_restart.enabled and not scenario.runs_alone and baseline_key(scenario)
+    assert "--rdzv-backend=static" in launcher_command(scenario, tmp_path, 29500, [])
+    assert len(built) == 1
+    assert scenario.replace(seed=3).config is not scenario.config and len(built) == 2

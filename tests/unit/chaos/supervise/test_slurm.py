@@ -71,8 +71,8 @@ def test_node_rejoin_has_no_cluster_form() -> None:
 
 
 def test_judge_reads_a_finished_run_folder_alone(tmp_path: Path, run_logs) -> None:
-    scenario = load_scenario(SCENARIOS / "node_killed_hot_spare.yaml").model_copy(update={"expect": load_scenario(
-        SCENARIOS / "node_killed_hot_spare.yaml").expect.model_copy(update={"baseline": None})})
+    catalogued = load_scenario(SCENARIOS / "node_killed_hot_spare.yaml")
+    scenario = catalogued.replace(expect={**catalogued.expect.model_dump(exclude_none=True), "baseline": None})
     (tmp_path / SCENARIO_COPY).write_text(yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False))
     runner = run_logs.log("runner", rank=-1)
     runner.emit("launch")
