@@ -19,8 +19,10 @@ from typing import Any
 
 import yaml
 
+from chaos.judge.run import RunOutcome
 from chaos.schema.scenario import Scenario, ScenarioError, parse_scenario, plan_faults
-from chaos.supervise.runner import SCENARIO_COPY, RunOutcome, run_scenario
+from chaos.supervise.runner import run_scenario
+from runlog.layout import RunFolder
 
 SPREAD_METRICS = (
     "restarts", "completed_steps", "wall_s", "goodput", "time_to_detect_s", "time_to_recover_s",
@@ -82,9 +84,9 @@ def replay_inputs(journal_path: Path) -> tuple[Scenario, int]:
         journal = json.loads(journal_path.read_text())
     except (OSError, ValueError) as e:
         raise ScenarioError(f"{journal_path}: not a readable journal ({e})") from None
-    copy = journal_path.parent / SCENARIO_COPY
+    copy = RunFolder(journal_path.parent).scenario
     if not copy.is_file():
-        raise ScenarioError(f"{journal_path}: no {SCENARIO_COPY} next to it (replay reads the run's own copy)")
+        raise ScenarioError(f"{journal_path}: no {copy.name} next to it (replay reads the run's own copy)")
     scenario = parse_scenario(yaml.safe_load(copy.read_text()), str(copy))
     seed = journal["seed"]
     if [f.to_json() for f in plan_faults(scenario, seed)] != journal.get("plan", []):

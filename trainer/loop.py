@@ -20,6 +20,7 @@ import torch.distributed as dist
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from runlog.layout import RunFolder
 from runlog.log import EventLog
 from runlog.records import Step
 from trainer.checkpoint import Checkpointer, atomic_write_text
@@ -299,11 +300,11 @@ class Trainer:
         digest = weights_digest(self.model)
         run_dir = self.cfg.logger.run_dir
         if run_dir and self.env.rank == 0:
-            path = Path(run_dir) / "final_weights.pt"
-            tmp = path.with_name(".final_weights.pt.tmp")
+            folder = RunFolder(Path(run_dir))
+            tmp = folder.final_weights.with_name(f".{folder.final_weights.name}.tmp")
             torch.save({k: v.detach().cpu() for k, v in self.model.state_dict().items()}, tmp)
-            os.replace(tmp, path)
-            atomic_write_text(Path(run_dir) / "final_weights.sha256", digest + "\n")
+            os.replace(tmp, folder.final_weights)
+            atomic_write_text(folder.final_weights_digest, digest + "\n")
         return digest
 
 

@@ -17,6 +17,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from chaos.schema.scenario import Scenario
+from runlog.layout import RunFolder
 
 DEFAULT_CACHE = Path(".chaos-cache") / "baselines"
 
@@ -58,13 +59,13 @@ def ensure_baseline(scenario: Scenario, run: Callable[[Scenario, Path], bool]) -
     folder = root / key
     with open(root / f"{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if (folder / "final_weights.pt").is_file():
+        if RunFolder(folder).final_weights.is_file():
             return folder
         work = root / f"{key}.partial"
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir()
         if not run(fault_free(scenario), work):
             raise RuntimeError(f"the fault-free baseline run failed; see {work}")
-        shutil.rmtree(work / "checkpoints", ignore_errors=True)
+        shutil.rmtree(RunFolder(work).checkpoints, ignore_errors=True)
         os.replace(work, folder)
     return folder

@@ -18,6 +18,7 @@ from typing import Any
 from chaos.judge.timeline import Mark, Metrics, Step, Timeline
 from chaos.judge.verdicts import Verdict
 from chaos.schema.scenario import Scenario
+from runlog import names
 
 JOURNAL_SCHEMA_VERSION = 1
 
@@ -164,11 +165,11 @@ def _marks(marks: Sequence[Mark], event: str) -> list[Mark]:
 
 def _mark_steps(ax: Any, marks: Sequence[Mark]) -> None:
     """Fault and checkpoint marks at the iteration they concern."""
-    for m in _marks(marks, "fault_injected"):
+    for m in _marks(marks, names.FAULT_INJECTED):
         if m.info.get("iteration") is not None:  # a fault at a checkpoint load or before any step has no step
             ax.axvline(m.info["iteration"], color="red", lw=2, label=f"fault: {m.info.get('fault', '?')}")
-    _ticks(ax, [m.info["iteration"] for m in _marks(marks, "checkpoint_save_end")])
-    for m in _marks(marks, "checkpoint_load"):
+    _ticks(ax, [m.info["iteration"] for m in _marks(marks, names.CHECKPOINT_SAVE_END)])
+    for m in _marks(marks, names.CHECKPOINT_LOAD):
         ax.axvline(m.info["iteration"], color="green", ls="-.", lw=1.5, label=f"checkpoint loaded (step {m.info['iteration']})")
 
 
@@ -183,10 +184,10 @@ def _mark_times(ax: Any, timeline: Timeline, metrics: Metrics) -> None:
         ax.axvline(metrics.detect_mono - start, color="orange", lw=2, label=f"detected ({metrics.detected_by})")
     for k, mono in enumerate(metrics.attempt_starts):
         ax.axvline(mono - start, color="purple", ls="--", lw=1.2, label="attempt start" if k == 0 else None)
-    _ticks(ax, [m.t for m in _marks(timeline.marks, "checkpoint_save_end")])
-    for k, m in enumerate(_marks(timeline.marks, "checkpoint_load")):
+    _ticks(ax, [m.t for m in _marks(timeline.marks, names.CHECKPOINT_SAVE_END)])
+    for k, m in enumerate(_marks(timeline.marks, names.CHECKPOINT_LOAD)):
         ax.axvline(m.t, color="green", ls="-.", lw=1.5, label="checkpoint loaded" if k == 0 else None)
-    for m in _marks(timeline.marks, "launcher_exit"):
+    for m in _marks(timeline.marks, names.LAUNCHER_EXIT):
         ax.axvline(m.t, color="black", ls=":", lw=1.5, label=f"launcher exit ({m.info.get('code')})")
 
 

@@ -1,6 +1,6 @@
 """What happened in a run, and how fast it recovered, computed from its events alone.
 
-Pure functions of the event list that ``runlog.log.read_events`` returns, so a run folder can be judged
+Pure functions of the event list that ``runlog.reader.read_events`` returns, so a run folder can be judged
 again later and tests can hand-build events with chosen ``mono`` stamps. docs/events.md names the events;
 the metric meanings (detect, recover, lost steps, goodput) are fixed here and nowhere else.
 """
@@ -12,20 +12,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runlog import names
 from runlog.reader import read_events
 
 Event = dict[str, Any]
 
-RUNNER_DETECTIONS = frozenset({"ft_timeout", "worker_failed", "restart"})
+RUNNER_DETECTIONS = frozenset({names.FT_TIMEOUT, names.WORKER_FAILED, names.RESTART})
 """Runner events that show the launcher acted on a fault."""
-RANK_DETECTIONS = frozenset({"signal_received", "inprocess_abort", "rerun"})
+RANK_DETECTIONS = frozenset({names.SIGNAL_RECEIVED, names.INPROCESS_ABORT, names.RERUN})
 """Rank events that show the trainer acted on a fault (plus flagged straggler reports and foreign exits)."""
 
 _RANK0_MARKS = frozenset(
-    {"run_start", "resume", "checkpoint_save_end", "checkpoint_load", "checkpoint_corrupt", "ft_timeouts"}
+    {names.RUN_START, names.RESUME, names.CHECKPOINT_SAVE_END, names.CHECKPOINT_LOAD, names.CHECKPOINT_CORRUPT, names.FT_TIMEOUTS}
 )
 _ANY_MARKS = frozenset(
-    {"launch", "fault_injected", "signal_sent", "launcher_exit", "leftover", "deadline", "agent_start", "agent_exit"}
+    {names.LAUNCH, names.FAULT_INJECTED, names.SIGNAL_SENT, names.LAUNCHER_EXIT, names.LEFTOVER, names.DEADLINE, names.AGENT_START, names.AGENT_EXIT}
     | RUNNER_DETECTIONS
     | RANK_DETECTIONS
 )
@@ -126,8 +127,8 @@ def build_timeline(events: Iterable[Event]) -> Timeline:
     ordered = _ordered(events)
     start = ordered[0]["mono"] if ordered else 0.0
     marks = tuple(_mark(e, start) for e in ordered if _is_notable(e))
-    steps = tuple(_step(e, start) for e in ordered if e["event"] == "step" and e["rank"] == 0)
-    first_start = next((e for e in ordered if e["event"] == "run_start"), {})
+    steps = tuple(_step(e, start) for e in ordered if e["event"] == names.STEP and e["rank"] == 0)
+    first_start = next((e for e in ordered if e["event"] == names.RUN_START), {})
     platform = {k: first_start[k] for k in ("device", "backend") if k in first_start}
     return Timeline(start, marks, steps, {**(first_start.get("versions") or {}), **platform})
 
@@ -137,25 +138,25 @@ def compute_metrics(events: Iterable[Event]) -> Metrics:
     lineage = final_lineage(ordered)
     wall = _wall_seconds(ordered)
     useful = sum(e.get("step_time", 0.0) for e in lineage.values())
-    fault_at = next((i for i, e in enumerate(ordered) if e["event"] == "fault_injected"), None)
+    fault_at = next((i for i, e in enumerate(ordered) if e["event"] == names.FAULT_INJECTED), None)
     return Metrics(
-        exit_code=_last(ordered, "launcher_exit", "code"),
+        exit_code=_last(ordered, names.LAUNCHER_EXIT, "code"),
         restarts=max((e["attempt"] for e in ordered if e["rank"] >= 0), default=None),
-        completed_steps=max((e["iteration"] for e in ordered if e["event"] == "step"), default=0),
+        completed_steps=max((e["iteration"] for e in ordered if e["event"] == names.STEP), default=0),
         wall_s=wall,
         goodput=useful / wall if wall else None,
         losses={i: e["loss"] for i, e in lineage.items()},
-        checkpoints_saved=tuple(e["iteration"] for e in ordered if _on_rank0(e, "checkpoint_save_end")),
-        checkpoints_corrupt=tuple(dict.fromkeys(e["path"] for e in ordered if e["event"] == "checkpoint_corrupt")),
+        checkpoints_saved=tuple(e["iteration"] for e in ordered if _on_rank0(e, names.CHECKPOINT_SAVE_END)),
+        checkpoints_corrupt=tuple(dict.fromkeys(e["path"] for e in ordered if e["event"] == names.CHECKPOINT_CORRUPT)),
         attempt_starts=_attempt_starts(ordered),
-        faults_injected=sum(1 for e in ordered if e["event"] == "fault_injected"),
-        checkpoints_rejected=sum(1 for e in ordered if _on_rank0(e, "checkpoint_corrupt")),
+        faults_injected=sum(1 for e in ordered if e["event"] == names.FAULT_INJECTED),
+        checkpoints_rejected=sum(1 for e in ordered if _on_rank0(e, names.CHECKPOINT_CORRUPT)),
         **_preemption_metrics(ordered),
         steps_during_async_save=_steps_during_async_saves(ordered),
         **_exit_metrics(ordered),
-        inprocess_restarts=max((e["inprocess_iteration"] for e in ordered if _on_rank0(e, "inprocess_start")), default=None),
+        inprocess_restarts=max((e["inprocess_iteration"] for e in ordered if _on_rank0(e, names.INPROCESS_START)), default=None),
         trainer_exit_codes=_trainer_exit_codes(ordered),
-        rerun_diagnosis=next((e["diagnosis"] for e in reversed(ordered) if e["event"] == "rerun" and e.get("diagnosis")), None),
+        rerun_diagnosis=next((e["diagnosis"] for e in reversed(ordered) if e["event"] == names.RERUN and e.get("diagnosis")), None),
         **_straggler_metrics(ordered),
         **_last_round(ordered),
         time_to_detect_last_s=_detect_last(ordered),
@@ -165,7 +166,7 @@ def compute_metrics(events: Iterable[Event]) -> Metrics:
 
 def _last_round(events: list[Event]) -> dict[str, Any]:
     """Who the last restart round ran on: its world size and its ranks' nodes (a lost node, a spare's arrival)."""
-    starts = [e for e in events if e["event"] == "run_start" and e["rank"] >= 0]
+    starts = [e for e in events if e["event"] == names.RUN_START and e["rank"] >= 0]
     if not starts:
         return {}
     last = max(e["attempt"] for e in starts)
@@ -181,19 +182,19 @@ def _steps_during_async_saves(events: list[Event]) -> int:
     for e in events:
         if e["rank"] != 0 or not e.get("async"):
             continue
-        if e["event"] == "checkpoint_save_begin":
+        if e["event"] == names.CHECKPOINT_SAVE_BEGIN:
             open_since[e["iteration"]] = e["mono"]
-        elif e["event"] == "checkpoint_save_end" and e["iteration"] in open_since:
+        elif e["event"] == names.CHECKPOINT_SAVE_END and e["iteration"] in open_since:
             windows.append((open_since.pop(e["iteration"]), e["mono"]))
-    return sum(1 for e in events if _on_rank0(e, "step") and any(a < e["mono"] < b for a, b in windows))
+    return sum(1 for e in events if _on_rank0(e, names.STEP) and any(a < e["mono"] < b for a, b in windows))
 
 
 def _exit_metrics(events: list[Event]) -> dict[str, Any]:
     """Rank 0's last exit: its reason, and whether a checkpoint of its step was sealed before it."""
-    last = next((e for e in reversed(events) if _on_rank0(e, "exit")), None)
+    last = next((e for e in reversed(events) if _on_rank0(e, names.EXIT)), None)
     if last is None:
         return {}
-    saved = [e["iteration"] for e in events if _on_rank0(e, "checkpoint_save_end") and e["mono"] <= last["mono"]]
+    saved = [e["iteration"] for e in events if _on_rank0(e, names.CHECKPOINT_SAVE_END) and e["mono"] <= last["mono"]]
     return {"exit_reason": last.get("reason"), "saved_at_exit": bool(saved) and saved[-1] == last.get("iteration")}
 
 
@@ -201,9 +202,9 @@ def _trainer_exit_codes(events: list[Event]) -> list[int | None] | None:
     """Per launch (a runner `launch` event starts one), rank 0's last exit code; None where it wrote none."""
     launches: list[int | None] = []
     for e in events:
-        if e["event"] == "launch" and e["rank"] < 0:
+        if e["event"] == names.LAUNCH and e["rank"] < 0:
             launches.append(None)
-        elif _on_rank0(e, "exit"):
+        elif _on_rank0(e, names.EXIT):
             if not launches:  # a bare trainer run: no runner, one launch
                 launches.append(None)
             launches[-1] = e.get("code")
@@ -212,11 +213,11 @@ def _trainer_exit_codes(events: list[Event]) -> list[int | None] | None:
 
 def _straggler_metrics(events: list[Event]) -> dict[str, Any]:
     """Ranks flagged by any straggler report, and how many reports after the first fault it took to flag its rank."""
-    reports = [e for e in events if e["event"] == "straggler_report"]
+    reports = [e for e in events if e["event"] == names.STRAGGLER_REPORT]
     if not reports:
         return {}
     flagged = sorted({r for e in reports for r in e.get("flagged", ())})
-    fault = next((e for e in events if e["event"] == "fault_injected"), None)
+    fault = next((e for e in events if e["event"] == names.FAULT_INJECTED), None)
     if fault is None:
         return {"stragglers_flagged": flagged}
     after = [e for e in reports if e["mono"] > fault["mono"]]
@@ -226,13 +227,13 @@ def _straggler_metrics(events: list[Event]) -> dict[str, Any]:
 
 def _preemption_metrics(events: list[Event]) -> dict[str, Any]:
     """Around the first SIGTERM the runner sent: a checkpoint sealed inside the grace, and a SIGKILL after it."""
-    term = next((e for e in events if e["event"] == "fault_injected" and e.get("fault") == "sigterm"), None)
+    term = next((e for e in events if e["event"] == names.FAULT_INJECTED and e.get("fault") == "sigterm"), None)
     if term is None:
         return {}
     end = term["mono"] + term["grace_s"]
-    saved = any(_on_rank0(e, "checkpoint_save_end") and term["mono"] < e["mono"] <= end for e in events)
+    saved = any(_on_rank0(e, names.CHECKPOINT_SAVE_END) and term["mono"] < e["mono"] <= end for e in events)
     killed = any(
-        e["event"] == "signal_sent" and e["signal"] == "SIGKILL" and e["mono"] > term["mono"] for e in events
+        e["event"] == names.SIGNAL_SENT and e["signal"] == "SIGKILL" and e["mono"] > term["mono"] for e in events
     )
     return {"preemption_saved": saved, "grace_killed": killed}
 
@@ -241,7 +242,7 @@ def final_lineage(events: Iterable[Event]) -> dict[int, Event]:
     """Rank-0 step events by iteration; a step recomputed by a later attempt replaces the earlier one."""
     lineage: dict[int, Event] = {}
     for e in _ordered(events):
-        if e["event"] == "step" and e["rank"] == 0:
+        if e["event"] == names.STEP and e["rank"] == 0:
             kept = lineage.get(e["iteration"])
             if kept is None or e["attempt"] >= kept["attempt"]:
                 lineage[e["iteration"]] = e
@@ -266,9 +267,9 @@ def _last(events: list[Event], name: str, key: str) -> Any:
 
 def _is_notable(e: Event) -> bool:
     name = e["event"]
-    if name == "exit":
+    if name == names.EXIT:
         return e["rank"] == 0 or e.get("reason") != "completed"
-    if name == "straggler_report":
+    if name == names.STRAGGLER_REPORT:
         return bool(e.get("flagged"))
     return name in _ANY_MARKS or (name in _RANK0_MARKS and e["rank"] == 0)
 
@@ -284,8 +285,8 @@ def _step(e: Event, start: float) -> Step:
 
 def _wall_seconds(events: list[Event]) -> float | None:
     """Launch to launcher exit; from first to last event when the runner wrote nothing (a bare trainer run)."""
-    launches = [e["mono"] for e in events if e["event"] == "launch"]
-    exits = [e["mono"] for e in events if e["event"] == "launcher_exit"]
+    launches = [e["mono"] for e in events if e["event"] == names.LAUNCH]
+    exits = [e["mono"] for e in events if e["event"] == names.LAUNCHER_EXIT]
     if launches and exits:
         return exits[-1] - launches[0]
     return events[-1]["mono"] - events[0]["mono"] if events else None
@@ -294,7 +295,7 @@ def _wall_seconds(events: list[Event]) -> float | None:
 def _attempt_starts(events: list[Event]) -> tuple[float, ...]:
     starts: dict[int, float] = {}
     for e in events:
-        if e["event"] == "run_start":
+        if e["event"] == names.RUN_START:
             starts.setdefault(e["attempt"], e["mono"])
     return tuple(starts[a] for a in sorted(starts))
 
@@ -307,9 +308,9 @@ def _fault_metrics(events: list[Event], at: int) -> dict[str, Any]:
     target = fault["rank"] if target is None else target
     detect = next((e for e in events[at + 1 :] if _is_detection(e, target)), None)
     later = [e for e in events if e["rank"] >= 0 and e["attempt"] > attempt]
-    recover = next((e for e in later if e["event"] == "step"), None)
+    recover = next((e for e in later if e["event"] == names.STEP), None)
     resumed = _resumed_from(later)
-    reached = max((e["iteration"] for e in events if e["event"] == "step" and e["attempt"] == attempt), default=resumed)
+    reached = max((e["iteration"] for e in events if e["event"] == names.STEP and e["attempt"] == attempt), default=resumed)
     return {
         "fault_mono": mono,
         "fault_attempt": attempt,
@@ -326,7 +327,7 @@ def _fault_metrics(events: list[Event], at: int) -> dict[str, Any]:
 
 def _detect_last(events: list[Event]) -> float | None:
     """time_to_detect of the last fault (with several faults, e.g. a hang again after learned timeouts)."""
-    at = max((i for i, e in enumerate(events) if e["event"] == "fault_injected"), default=None)
+    at = max((i for i, e in enumerate(events) if e["event"] == names.FAULT_INJECTED), default=None)
     return None if at is None else _fault_metrics(events, at)["time_to_detect_s"]
 
 
@@ -335,9 +336,9 @@ def _is_detection(e: Event, fault_rank: int) -> bool:
     name = e["event"]
     if e["rank"] < 0:
         return name in RUNNER_DETECTIONS
-    if name == "straggler_report":
+    if name == names.STRAGGLER_REPORT:
         return bool(e.get("flagged"))
-    if name == "exit":
+    if name == names.EXIT:
         return e.get("reason") != "completed" and e["rank"] != fault_rank
     return name in RANK_DETECTIONS
 
@@ -345,7 +346,7 @@ def _is_detection(e: Event, fault_rank: int) -> bool:
 def _resumed_from(later: list[Event]) -> int | None:
     """The step a later attempt restarted from: its checkpoint load, or the step before its first step when
     it loaded none (0 for this trainer; a `command` resuming on its own shows it only in its step numbers)."""
-    first = next((e for e in later if e["event"] in ("checkpoint_load", "step")), None)
+    first = next((e for e in later if e["event"] in (names.CHECKPOINT_LOAD, names.STEP)), None)
     if first is None:
         return None
-    return first["iteration"] if first["event"] == "checkpoint_load" else first["iteration"] - 1
+    return first["iteration"] if first["event"] == names.CHECKPOINT_LOAD else first["iteration"] - 1

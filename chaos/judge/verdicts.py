@@ -15,9 +15,10 @@ from typing import Any, Literal
 from chaos.judge.correlate import correlate, read_losses
 from chaos.judge.timeline import Metrics
 from chaos.schema.expect import Baseline, Expect, Limit
+from runlog import names
+from runlog.layout import RunFolder
 
 NOT_OBSERVED = "not observed"
-WEIGHTS_FILE = "final_weights.pt"
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,16 @@ class BaselineCheck:
     max_weight_diff: float | None = None
 
 
+def harness_verdicts(events: list[dict[str, Any]], deadline_s: float) -> list[Verdict]:
+    """What every run must show whatever its scenario: it ended before its deadline and left nothing behind."""
+    killed = any(e["event"] == names.DEADLINE for e in events)
+    left = [pid for e in events if e["event"] == names.LEFTOVER for pid in e["pids"]]
+    return [
+        Verdict("deadline", f"finished within {deadline_s:g} s", "killed at the deadline" if killed else "finished", not killed),
+        Verdict("processes_reaped", "no process of the run left", left or "none", not left),
+    ]
+
+
 def judge(expect: Expect, metrics: Metrics, baseline_check: BaselineCheck | None = None) -> list[Verdict]:
     """One verdict per expectation that is set, in the order ``Expect`` declares them."""
     verdicts = []
@@ -64,7 +75,7 @@ def compare_runs(run_dir: str | Path, baseline_dir: str | Path, mode: Literal["e
     losses = correlate(read_losses(run_dir), read_losses(baseline_dir), mode)
     same_steps = not (losses.only_in_a or losses.only_in_b)
     weights_ok, weight_diff, weights_msg = _compare_weights(
-        Path(run_dir) / WEIGHTS_FILE, Path(baseline_dir) / WEIGHTS_FILE, None if mode == "exact" else float(mode)
+        RunFolder(Path(run_dir)).final_weights, RunFolder(Path(baseline_dir)).final_weights, None if mode == "exact" else float(mode)
     )
     return BaselineCheck(
         passed=losses.passed and same_steps and weights_ok,

@@ -23,6 +23,7 @@ from chaos.schema.faults import Fault
 from chaos.schema.ft_options import FTLauncherOptions
 from chaos.schema.messages import describe, yaml_problem
 from chaos.schema.plan import PlannedFault, Side
+from runlog.layout import RunFolder
 from trainer.config import ConfigError, TrainerConfig
 from trainer.config_loader import load_config
 from trainer.recipes import recipe_values
@@ -85,7 +86,7 @@ class Scenario(Strict):
 
         Values are written as YAML scalars, so the trainer reads back exactly the scenario's values.
         """
-        own = {"checkpoint.save": f"{run_dir}/checkpoints", "logger.run_dir": str(run_dir)}
+        own = {"checkpoint.save": str(RunFolder(Path(run_dir)).checkpoints), "logger.run_dir": str(run_dir)}
         return [f"{k}={_yaml_scalar(v)}" for k, v in {**self.trainer, **own}.items()]
 
     _config: TrainerConfig = PrivateAttr()

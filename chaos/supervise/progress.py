@@ -6,14 +6,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from runlog import names
 from runlog.reader import EventTail
 
 SHOWN = {
-    "run_start", "resume", "checkpoint_load", "checkpoint_corrupt", "checkpoint_save_end", "step",
-    "fault_injected", "signal_received", "exit", "launch", "worker_failed", "ft_timeout", "restart",
-    "signal_sent", "deadline", "launcher_exit", "leftover", "straggler_report", "rerun",
+    names.RUN_START, names.RESUME, names.CHECKPOINT_LOAD, names.CHECKPOINT_CORRUPT, names.CHECKPOINT_SAVE_END, names.STEP,
+    names.FAULT_INJECTED, names.SIGNAL_RECEIVED, names.EXIT, names.LAUNCH, names.WORKER_FAILED, names.FT_TIMEOUT, names.RESTART,
+    names.SIGNAL_SENT, names.DEADLINE, names.LAUNCHER_EXIT, names.LEFTOVER, names.STRAGGLER_REPORT, names.RERUN,
 }
-RANK0_ONLY = {"run_start", "resume", "checkpoint_load", "checkpoint_save_end", "step"}
+RANK0_ONLY = {names.RUN_START, names.RESUME, names.CHECKPOINT_LOAD, names.CHECKPOINT_SAVE_END, names.STEP}
 DETAIL = ("iteration", "loss", "fault", "target_rank", "reason", "code", "exitcode", "local_rank",
           "attempts_left", "signal", "path", "pids", "seconds", "state", "diagnosis")
 
@@ -49,9 +50,9 @@ class ProgressView:
         """Every notable event; of long runs' steps, about twenty, plus the first of each attempt."""
         if e["event"] not in SHOWN or (e["event"] in RANK0_ONLY and e["rank"] != 0):
             return False
-        if e["event"] == "run_start":
+        if e["event"] == names.RUN_START:
             self.step_every = max(1, e.get("train_iters", 1) // 20)
-        if e["event"] != "step":
+        if e["event"] != names.STEP:
             return True
         first = e["attempt"] != self.last_attempt
         self.last_attempt = e["attempt"]

@@ -13,19 +13,15 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from chaos.judge.baseline import ensure_baseline
-from chaos.judge.report import build_journal, format_summary, plot_timeline, write_journal
-from chaos.judge.timeline import load_run
-from chaos.judge.verdicts import Verdict, compare_runs, judge
-from chaos.schema.plan import PlannedFault, arming, plan_records, write_plan
-from chaos.schema.scenario import Scenario, ScenarioError, parse_scenario, plan_faults
+from chaos.judge.run import RunOutcome, judge_folder, scenario_of
+from chaos.schema.plan import PlannedFault, arming, write_plan
+from chaos.schema.scenario import Scenario, plan_faults
 from chaos.supervise.attempts import AttemptTracker
 from chaos.supervise.launch import Launch, LaunchResult, LaunchSpec
 from chaos.supervise.nodes import gpu_blocks, run_nodes, visible_gpus
@@ -35,20 +31,10 @@ from chaos.supervise.signals import EventSteps, ExternalFaults, LogSteps
 from runlog.env import STORE_PORT_VAR
 from runlog.layout import RunFolder
 from runlog.log import EventLog
-from runlog.reader import read_events
 from trainer import nvrx_compat
 from trainer.distributed import wants_cuda
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-SCENARIO_COPY = "scenario.yaml"
-
-
-@dataclass(frozen=True)
-class RunOutcome:
-    run_dir: Path
-    journal: dict[str, Any]
-    passed: bool
-    summary: str
 
 
 def launcher_command(scenario: Scenario, run_dir: Path, port: int, overrides: list[str]) -> list[str]:
@@ -68,7 +54,7 @@ def launcher_command(scenario: Scenario, run_dir: Path, port: int, overrides: li
         return [sys.executable, "-m", "torch.distributed.run", *static, *common[3:], *trainer]
     if scenario.launcher == "torchrun":
         return [sys.executable, "-m", "torch.distributed.run", *common, *trainer]
-    ft_yaml = run_dir / "ft.yaml"
+    ft_yaml = RunFolder(run_dir).ft_config
     options = scenario.ft.model_dump(exclude={"term_timeout"})
     ft_yaml.write_text(yaml.safe_dump(nvrx_compat.ft_config_section(options)))
     return [
@@ -185,16 +171,6 @@ def _run_baseline(scenario: Scenario, folder: Path) -> bool:
     return result.exit_code == 0 and not result.leftovers
 
 
-def harness_verdicts(events: list[dict[str, Any]], scenario: Scenario) -> list[Verdict]:
-    """What every run must show whatever its scenario: it ended before its deadline and left nothing behind."""
-    killed = any(e["event"] == "deadline" for e in events)
-    left = [pid for e in events if e["event"] == "leftover" for pid in e["pids"]]
-    return [
-        Verdict("deadline", f"finished within {scenario.deadline_s:g} s", "killed at the deadline" if killed else "finished", not killed),
-        Verdict("processes_reaped", "no process of the run left", left or "none", not left),
-    ]
-
-
 def run_scenario(
     scenario: Scenario,
     out_dir: Path,
@@ -208,13 +184,13 @@ def run_scenario(
     seed = scenario.seed if seed is None else seed
     scenario = scenario.replace(seed=seed)  # the journal records the seed the run used
     run_dir = new_run_dir(out_dir, scenario.name)
-    (run_dir / SCENARIO_COPY).write_text(yaml.safe_dump({**scenario.model_dump(mode="json"), "seed": seed}, sort_keys=False))
+    RunFolder(run_dir).scenario.write_text(yaml.safe_dump({**scenario.model_dump(mode="json"), "seed": seed}, sort_keys=False))
     if progress:
         progress(f"chaos: {scenario.name}: {scenario.world_size} ranks under {scenario.launcher}; run folder {run_dir}")
     execute(scenario, run_dir, seed, progress)
     outcome = judge_run_dir(run_dir, scenario, scenario_file=scenario_file, progress=progress)
     if not keep:
-        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+        shutil.rmtree(RunFolder(run_dir).checkpoints, ignore_errors=True)
     return outcome
 
 
@@ -225,32 +201,12 @@ def judge_run_dir(
     scenario_file: Path | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> RunOutcome:
-    """Judge a finished run folder from its files alone; (re)writes journal.json and timeline.png."""
-    if scenario is None:
-        copy = run_dir / SCENARIO_COPY
-        if not copy.is_file():
-            raise ScenarioError(f"{run_dir}: not a run folder (no {SCENARIO_COPY})")
-        scenario = parse_scenario(yaml.safe_load(copy.read_text()), str(copy))
-    events = read_events(run_dir)
-    timeline, metrics = load_run(run_dir)
-    baseline_check = None
+    """Judge a finished run folder from its files alone (running its fault-free baseline first if it is not
+    cached); (re)writes journal.json and timeline.png."""
+    scenario = scenario_of(run_dir) if scenario is None else scenario
+    baseline_dir = None
     if scenario.expect.baseline is not None:
         if progress:
             progress("chaos: comparing with the fault-free baseline (computed once per config, then cached)")
         baseline_dir = ensure_baseline(scenario, _run_baseline)
-        mode = "exact" if scenario.expect.baseline == "exact" else scenario.expect.baseline.tolerance
-        baseline_check = compare_runs(run_dir, baseline_dir, mode)
-    verdicts = harness_verdicts(events, scenario) + judge(scenario.expect, metrics, baseline_check)
-    passed = all(v.passed for v in verdicts)
-    picture = run_dir / "timeline.png"
-    plot_timeline(run_dir, timeline, metrics, picture, name=scenario.name, status="passed" if passed else "failed")
-    plan_file = run_dir / "plan.json"
-    extra = {
-        "seed": scenario.seed,
-        "plan": plan_records(plan_file) if plan_file.is_file() else [],
-        "launcher_log": str(run_dir / "launcher.log"),
-        "picture": str(picture),
-    }
-    journal = build_journal(scenario, run_dir, timeline, metrics, verdicts, extra, scenario_file=scenario_file)
-    write_journal(run_dir / "journal.json", journal)
-    return RunOutcome(run_dir, journal, passed, format_summary(journal))
+    return judge_folder(run_dir, scenario, baseline_dir, scenario_file=scenario_file)

@@ -25,7 +25,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from runlog.env import current_attempt
+from runlog.env import current_attempt, launch_round
+from runlog.layout import RunFolder
 from runlog.log import EventLog
 from runlog.reader import read_events
 from runlog.records import InprocessAbort, InprocessStart
@@ -129,8 +130,7 @@ def monitor_log(run_dir: str | None) -> str | None:
     one per launcher round, so that a torchrun restart does not overwrite the round that failed."""
     if run_dir is None:
         return None
-    rank, round_ = os.environ.get("RANK", "0"), os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-    return str(Path(run_dir).resolve() / f"inprocess-monitor-rank-{rank}-round-{round_}.log")
+    return str(RunFolder(Path(run_dir).resolve()).inprocess_monitor_log(os.environ.get("RANK", "0"), launch_round()))
 
 
 def run_inprocess(cfg: TrainerConfig) -> int:

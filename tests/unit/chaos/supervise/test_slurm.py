@@ -13,8 +13,9 @@ import pytest
 import yaml
 
 from chaos.schema.scenario import ScenarioError, load_scenario
-from chaos.supervise.runner import SCENARIO_COPY, judge_run_dir
+from chaos.supervise.runner import judge_run_dir
 from chaos.supervise.slurm import sbatch_script
+from runlog.layout import RunFolder
 from runlog.log import EventLog
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -73,7 +74,7 @@ def test_node_rejoin_has_no_cluster_form() -> None:
 def test_judge_reads_a_finished_run_folder_alone(tmp_path: Path, run_logs) -> None:
     catalogued = load_scenario(SCENARIOS / "node_killed_hot_spare.yaml")
     scenario = catalogued.replace(expect={**catalogued.expect.model_dump(exclude_none=True), "baseline": None})
-    (tmp_path / SCENARIO_COPY).write_text(yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False))
+    RunFolder(tmp_path).scenario.write_text(yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False))
     runner = run_logs.log("runner", rank=-1)
     runner.emit("launch")
     logs = {r: run_logs.rank(r, node=f"node{r}") for r in (0, 1)}

@@ -1,0 +1,61 @@
+"""A finished run folder judged from its files alone: verdicts, journal, picture and summary.
+
+The fault-free baseline is a run of its own: the caller (the runner, or ``python -m chaos judge``) hands
+over its folder, so judging never launches anything itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from chaos.judge.report import build_journal, format_summary, plot_timeline, write_journal
+from chaos.judge.timeline import build_timeline, compute_metrics
+from chaos.judge.verdicts import compare_runs, harness_verdicts, judge
+from chaos.schema.plan import plan_records
+from chaos.schema.scenario import Scenario, ScenarioError, parse_scenario
+from runlog.layout import RunFolder
+from runlog.reader import read_events
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run_dir: Path
+    journal: dict[str, Any]
+    passed: bool
+    summary: str
+
+
+def scenario_of(run_dir: Path) -> Scenario:
+    """The scenario a run folder ran (the copy the runner keeps there, with its seed)."""
+    copy = RunFolder(run_dir).scenario
+    if not copy.is_file():
+        raise ScenarioError(f"{run_dir}: not a run folder (no {copy.name})")
+    return parse_scenario(yaml.safe_load(copy.read_text()), str(copy))
+
+
+def judge_folder(run_dir: Path, scenario: Scenario, baseline_dir: Path | None, *, scenario_file: Path | None = None) -> RunOutcome:
+    """Judge `run_dir` against `scenario` (and the fault-free run in `baseline_dir`); (re)writes journal.json
+    and timeline.png."""
+    folder = RunFolder(run_dir)
+    events = read_events(run_dir)
+    timeline, metrics = build_timeline(events), compute_metrics(events)
+    wanted = scenario.expect.baseline
+    baseline_check = None
+    if wanted is not None and baseline_dir is not None:
+        baseline_check = compare_runs(run_dir, baseline_dir, "exact" if wanted == "exact" else wanted.tolerance)
+    verdicts = harness_verdicts(events, scenario.deadline_s) + judge(scenario.expect, metrics, baseline_check)
+    passed = all(v.passed for v in verdicts)
+    plot_timeline(run_dir, timeline, metrics, folder.picture, name=scenario.name, status="passed" if passed else "failed")
+    extra = {
+        "seed": scenario.seed,
+        "plan": plan_records(folder.plan) if folder.plan.is_file() else [],
+        "launcher_log": str(folder.launcher_log),
+        "picture": str(folder.picture),
+    }
+    journal = build_journal(scenario, run_dir, timeline, metrics, verdicts, extra, scenario_file=scenario_file)
+    write_journal(folder.journal, journal)
+    return RunOutcome(run_dir, journal, passed, format_summary(journal))
