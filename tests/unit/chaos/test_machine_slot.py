@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.pytest_plugin import machine_slot, sharing_gpus
+from chaos.pytest_plugin import machine_slot, sharing_gpus, slot_file
 from chaos.schema.scenario import load_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[3] / "scenarios"
@@ -44,9 +44,15 @@ def test_the_slot_is_released_when_the_run_fails(tmp_path):
     assert can_lock(lock, fcntl.LOCK_EX)
 
 
-def test_without_xdist_there_is_no_slot_to_take():
+def test_without_xdist_there_is_no_slot_to_take(tmp_path_factory, monkeypatch):
+    monkeypatch.delenv("PYTEST_XDIST_TESTRUNUID", raising=False)
+    assert slot_file(tmp_path_factory) is None
+    monkeypatch.setenv("PYTEST_XDIST_TESTRUNUID", "abc")
+    assert slot_file(tmp_path_factory) == tmp_path_factory.getbasetemp().parent / "chaos-machine-abc.lock"
+    shared = tmp_path_factory.getbasetemp().parent
+    before = sorted(shared.iterdir())
     with machine_slot(None, alone=True):
-        pass
+        assert sorted(shared.iterdir()) == before  # no lock file is made, so nothing is held
 
 
 @pytest.mark.parametrize(("name", "alone"), [("straggler_report", True), ("straggler_gpu", True), ("rank_killed", False), ("sigterm_with_straggler", False), ("inprocess_exception", False)])
