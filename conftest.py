@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+pytest_plugins = ["pytester"]  # the chaos pytest plugin's own tests run pytest in pytest
+
 ROOT = Path(__file__).resolve().parent
 
 BASE_SCENARIO: dict[str, Any] = {

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import textwrap
+import time
 import uuid
 from pathlib import Path
 
@@ -45,6 +46,9 @@ def launch(
         return supervisor, supervisor.wait()
     finally:
         events.close()
+        gone_by = time.monotonic() + 5  # a SIGKILL is delivered asynchronously
+        while marked_pids(run_id) and time.monotonic() < gone_by:
+            time.sleep(0.05)
         assert marked_pids(run_id) == [], "every process of the run is reaped"
 
 
