@@ -47,7 +47,8 @@ class Rank(Protocol):
     in_flight: set[int]
     """Iterations of this rank's async saves issued and not yet sealed."""
 
-    def emit(self, fault: PlannedFault, iteration: int | None, detail: str) -> None: ...
+    def announce(self, fault: PlannedFault, iteration: int | None, detail: str) -> None:
+        """Write its fault_injected event (flushed before the fault strikes)."""
     def kill(self, fault: PlannedFault, iteration: int | None, detail: str, sig: signal.Signals = signal.SIGKILL) -> None: ...
     def arm(self, slowdown: Slowdown) -> None: ...
     def first_time(self, key: tuple[Any, ...]) -> bool: ...
@@ -121,7 +122,7 @@ class ExceptionFault(RankFault):
 
     def before_step(self, rank: Rank, iteration: int) -> None:
         if iteration == self.at_step:
-            rank.emit(self, iteration, self.message)
+            rank.announce(self, iteration, self.message)
             raise InjectedFault(f"{self.message} (rank {rank.rank}, step {iteration})")
 
 
@@ -137,7 +138,7 @@ class CollectiveHang(RankFault):
 
         if step != self.at_step:
             return
-        rank.emit(self, step, f"inside the gradient all-reduce (bucket {bucket.index()})")
+        rank.announce(self, step, f"inside the gradient all-reduce (bucket {bucket.index()})")
         # The rank stops inside the collective, alive and silent, until its process group is aborted: then
         # it fails as an aborted NCCL collective does. The wait is in Python, so an async raise can unwind
         # it too; on GPU it runs in autograd's device thread, which only the abort (NVRx's in-process
@@ -182,7 +183,7 @@ class CheckpointCorrupt(RankFault):
         from chaos.hooks.storage import corrupt_newest
 
         if phase is LoadPhase.CHOOSE:
-            rank.emit(self, None, f"{self.mode} {corrupt_newest(checkpoints, self.mode)}")
+            rank.announce(self, None, f"{self.mode} {corrupt_newest(checkpoints, self.mode)}")
 
 
 @dataclass(frozen=True)
@@ -199,7 +200,7 @@ class SlowRank(RankFault):
         from chaos.hooks.slow_rank import slow_down
 
         if iteration == self.at_step:
-            rank.emit(self, iteration, f"from step {iteration}: {self.params()}")
+            rank.announce(self, iteration, f"from step {iteration}: {self.params()}")
             rank.arm(slow_down(rank.ctx.device, Amount(self.factor, self.seconds), rank.ctx.microbatches))
 
 
@@ -217,7 +218,7 @@ class _LossFault(RankFault):
         if iteration != self.at_step or not active:
             return loss
         if rank.first_time((self.fault_id, iteration, computation)):
-            rank.emit(self, iteration, f"{self.persistence}, computation {computation} on {rank.node}")
+            rank.announce(self, iteration, f"{self.persistence}, computation {computation} on {rank.node}")
         return loss * self.multiplier()
 
     def multiplier(self) -> float:

@@ -46,11 +46,11 @@ class FaultInjector(Component):
         self._seen: set[tuple[Any, ...]] = set()
 
     # ------------------------------------------------------------------------- what the faults act through
-    def emit(self, fault: PlannedFault, iteration: int | None, detail: str) -> None:
+    def announce(self, fault: PlannedFault, iteration: int | None, detail: str) -> None:
         self.events.write(FaultInjected(fault.type, fault.fault_id, detail, iteration, target_rank=self.rank))
 
     def kill(self, fault: PlannedFault, iteration: int | None, detail: str, sig: signal.Signals = signal.SIGKILL) -> None:
-        self.emit(fault, iteration, detail)
+        self.announce(fault, iteration, detail)
         os.kill(os.getpid(), sig)
 
     def arm(self, slowdown: Slowdown) -> None:

@@ -155,3 +155,14 @@ def test_the_graph_is_read_from_every_module() -> None:
     assert "trainer.components" in project_imports("trainer.plugins")  # under `if TYPE_CHECKING:`
     assert "runlog.log" in project_imports("trainer.session")
     assert len(MODULES) > 50
+
+
+def test_every_writer_logs_typed_records() -> None:
+    """EventLog.emit (an event by name, untyped) is for what is not Python (the sbatch script) and forged
+    test events; the project's writers write runlog.records through EventLog.write."""
+    untyped = [
+        f"{module}:{node.lineno}" for module, path in MODULES.items() if module != "runlog.log"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "emit"
+    ]
+    assert untyped == []
