@@ -1,7 +1,7 @@
-"""Benchmark quantities computed from a run's events alone (docs/events.md), beside chaos.timeline's metrics.
+"""Benchmark quantities computed from a run's events alone (docs/events.md), beside chaos.judge.timeline's metrics.
 
 Pure functions of the ordered event list, so tests can hand-build events with chosen ``mono`` stamps.
-chaos.timeline fixes what detect and recover mean; these functions only split those spans into parts and
+chaos.judge.timeline fixes what detect and recover mean; these functions only split those spans into parts and
 add the costs the verdicts do not need (start-up, step time, checkpoint stalls, recomputed time).
 """
 

@@ -1,6 +1,6 @@
 """Run benchmark points through the chaos runner and keep what their events say.
 
-A point is launched exactly as ``python -m chaos run`` launches a scenario (``chaos.runner.execute``), but
+A point is launched exactly as ``python -m chaos run`` launches a scenario (``chaos.supervise.runner.execute``), but
 not judged: no verdicts, no fault-free baseline, only the event log. Each distinct point runs ``reps``
 times, once however many sections ask for it; checkpoints are deleted after each run (only events count).
 """
@@ -26,7 +26,7 @@ Event = dict[str, Any]
 
 @dataclass(frozen=True)
 class Sample:
-    """One run of a point: its events and chaos.timeline's metrics of them."""
+    """One run of a point: its events and chaos.judge.timeline's metrics of them."""
 
     run_dir: Path
     events: list[Event]

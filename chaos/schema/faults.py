@@ -231,7 +231,6 @@ class NodeRejoin(_NodeFault):
         return self
 
 
-
 class SlowRank(_FaultBase):
     """The rank computes slower from its trigger on (chaos/hooks/slow_rank.py): each forward pass `factor` times
     as long, or `seconds` more per step, on CPU; a competing CUDA stream on its device on GPU."""

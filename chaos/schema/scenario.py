@@ -55,7 +55,7 @@ class Scenario(Strict):
     description: str
     world_size: int = Field(ge=1, le=64)
     nodes: int = Field(default=1, ge=1, le=16)
-    """Launcher agents, one per simulated node (node0..), meeting in one c10d rendezvous (chaos/nodes.py)."""
+    """Launcher agents, one per simulated node (node0..), meeting in one c10d rendezvous (chaos/supervise/nodes.py)."""
     procs_per_node: int | None = Field(default=None, ge=1)
     """Ranks per node; nodes * procs_per_node must be world_size (left out: world_size / nodes)."""
     spares: int = Field(default=0, ge=0, le=4)

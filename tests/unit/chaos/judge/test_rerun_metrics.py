@@ -1,4 +1,4 @@
-"""The rerun metrics of chaos.timeline (trainer_exit_codes per launch, rerun_diagnosis) and their verdicts."""
+"""The rerun metrics of chaos.judge.timeline (trainer_exit_codes per launch, rerun_diagnosis) and their verdicts."""
 
 from __future__ import annotations
 
