@@ -11,6 +11,9 @@ renames the folder into place, and only then rewrites the tracker (temp file + o
 half-way therefore leaves an `.tmp` folder that nothing loads. On load, each candidate (newest first) is
 checked against its manifest; a corrupt or truncated one emits `checkpoint_corrupt` and the next older
 one is tried. Rank 0 picks and broadcasts, so every rank loads the same checkpoint.
+
+The components hear the phases (trainer/components.py): a load's ``choose`` (the candidates, before the
+choice) and ``read`` (inside the load), a save's ``begin``, ``issued`` and ``sealed``.
 """
 
 from __future__ import annotations

@@ -7,12 +7,13 @@ cycles). Nothing here needs the job's cooperation, so it works on any training c
 - the targets are found in /proc: workers carry the run's marker variable and the ``RANK`` torchelastic
   gives them; the launcher is the leader of the run's process session;
 - steps are observed from the trainer's ``step`` events, or, for a ``command`` that writes none, from
-  its output lines matched by the scenario's ``step_pattern`` (each match is also written as a ``step``
-  event, with ``observed: true``, so the timeline metrics apply to any trainer).
+  its output lines matched by the scenario's ``step_pattern`` (the launch's reader hands them over in
+  order; each match is also written as a ``step`` event, with ``observed: true``, so the timeline metrics
+  apply to any trainer);
+- what each kind sends, and when it follows up, is its class's (chaos/supervise/faults.py).
 
-Everything is driven by ``tick()``, which the launch's watch loop calls every 0.1 s: no thread of our own,
-and every signal is stamped as a ``signal_sent`` runner event (the first one of a fault also as
-``fault_injected``).
+The faults are driven by ``tick()``, which the launch's watch loop calls every 0.1 s, and every signal is
+stamped as a ``signal_sent`` runner event (the first one of a fault also as ``fault_injected``).
 """
 
 from __future__ import annotations
