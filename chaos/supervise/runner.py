@@ -129,11 +129,11 @@ def execute(scenario: Scenario, run_dir: Path, seed: int, progress: Callable[[st
     start = time.monotonic()
     launch = partial(_launch, scenario, run_dir, overrides, plan, events, attempts, tick, steps)
     try:
-        result = launch(env, scenario.deadline_s)
+        result = launch(env, scenario.deadline_s, {})
         if scenario.relaunch and not (result.timed_out or result.interrupted):
             attempts.relaunched()  # the requeued job numbers its attempts on from the first launch's
             remaining = scenario.deadline_s - (time.monotonic() - start)
-            result = launch({**env, **scenario.relaunch_env}, remaining)
+            result = launch(env, remaining, scenario.relaunch_env)
         return result
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)
@@ -146,14 +146,15 @@ def execute(scenario: Scenario, run_dir: Path, seed: int, progress: Callable[[st
 def _launch(
     scenario: Scenario, run_dir: Path, overrides: list[str], plan: list[PlannedFault], events: EventLog,
     attempts: AttemptTracker, tick: Callable[[], None], steps: EventSteps | LogSteps, env: dict[str, str],
-    deadline_s: float,
+    deadline_s: float, env_overrides: dict[str, str],
 ) -> LaunchResult:
     """One launch of the job: its agents (one per node) in one c10d rendezvous on reserved loopback ports."""
     ports = reserve_ports(3)
     try:
         on_gpus = scenario.nodes > 1 and wants_cuda(scenario.config.dist)
         spec = LaunchSpec(
-            command=launcher_command(scenario, run_dir, ports[0], overrides), env={**env, **launcher_env(scenario, ports)},
+            command=launcher_command(scenario, run_dir, ports[0], overrides),
+            env={**env, **launcher_env(scenario, ports), **env_overrides},
             run_dir=run_dir, deadline_s=deadline_s, run_id=run_dir.name, cwd=PROJECT_ROOT, nodes=scenario.nodes,
             gpu_blocks=tuple(gpu_blocks(visible_gpus(), scenario.node_size)) if on_gpus else (),
         )
