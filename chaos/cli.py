@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -83,17 +84,26 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_correlate(args: argparse.Namespace) -> int:
-    from chaos.judge.correlate import correlate
+    from chaos.judge.correlate import (
+        CorrelateError,
+        StepRange,
+        compare_sources,
+        default_plot_path,
+        tolerance_of,
+    )
 
-    tolerance: str | float = args.tolerance
-    if tolerance not in ("exact", "bf16"):
-        try:
-            tolerance = float(tolerance)
-        except ValueError:
-            print(f"error: --tolerance: expected exact, bf16 or a number, got {args.tolerance!r}", file=sys.stderr)
-            return 2
-    result = correlate(args.a, args.b, tolerance)
-    print(result.summary())
+    try:
+        tolerance = tolerance_of(args.tolerance, args.rtol, args.atol)
+        steps = None if args.steps is None else StepRange.parse(args.steps)
+        plot = Path(args.plot) if args.plot else default_plot_path(args.a, args.b)
+        result, picture = compare_sources(args.a, args.b, tolerance, steps, plot)
+    except CorrelateError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({**result.to_dict(), "a": args.a, "b": args.b, "plot": str(picture)}, indent=2))
+    else:
+        print(f"a: {args.a}\nb: {args.b}\n{result.table()}\n{result.summary()}\npicture: {picture}")
     return 0 if result.passed else 1
 
 
@@ -132,10 +142,18 @@ def parser() -> argparse.ArgumentParser:
     val = sub.add_parser("validate", help="validate scenario files (launches nothing)")
     val.add_argument("files", nargs="+")
     val.set_defaults(func=cmd_validate)
-    cor = sub.add_parser("correlate", help="compare per-step losses of two runs (run folders or Megatron-style logs)")
-    cor.add_argument("a")
-    cor.add_argument("b")
-    cor.add_argument("--tolerance", default="exact", help="exact, bf16, or an absolute tolerance (default: exact)")
+    cor = sub.add_parser(
+        "correlate", help="judge whether two runs' per-step losses agree (run folders, Megatron logs, TensorBoard files)",
+        description="Exit 0: every step agrees; 1: a step diverges or only one run has it; 2: bad input.",
+    )
+    cor.add_argument("a", help="run folder, Megatron-LM/Bridge log, or TensorBoard event file or folder")
+    cor.add_argument("b", help="the reference, as A (relative differences are |a - b| / |b|)")
+    cor.add_argument("--tolerance", help="preset: exact (same bits, the default) or bf16 (rtol 2**-8: one bf16 rounding)")
+    cor.add_argument("--rtol", type=float, help="relative tolerance, as numpy.isclose: |a - b| <= atol + rtol * |b|")
+    cor.add_argument("--atol", type=float, help="absolute tolerance, as numpy.isclose")
+    cor.add_argument("--steps", help="compare only these steps: N, N-M, N- or -M (else every step either run has)")
+    cor.add_argument("--json", action="store_true", help="print the result as JSON instead of the table")
+    cor.add_argument("--plot", help="the PNG of both curves (default: correlate-A-vs-B.png here)")
     cor.set_defaults(func=cmd_correlate)
     jd = sub.add_parser("judge", help="judge a finished run folder again, from its files alone")
     jd.add_argument("run_dir")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from chaos.judge.correlate import correlate, read_losses
+from chaos.judge.correlate import EXACT, CorrelateError, Tolerance, correlate, read_losses
 from chaos.judge.timeline import Metrics
 from chaos.schema.expect import Baseline, Expect, Limit
 from runlog import names
@@ -72,13 +72,16 @@ def judge(expect: Expect, metrics: Metrics, baseline_check: BaselineCheck | None
 
 def compare_runs(run_dir: str | Path, baseline_dir: str | Path, mode: Literal["exact"] | float) -> BaselineCheck:
     """Same iterations with equal losses, and equal final weights: bit for bit ("exact") or within ``mode``."""
-    losses = correlate(read_losses(run_dir), read_losses(baseline_dir), mode)
-    same_steps = not (losses.only_in_a or losses.only_in_b)
+    tolerance = EXACT if mode == "exact" else Tolerance.absolute(float(mode))
+    try:
+        losses = correlate(read_losses(run_dir), read_losses(baseline_dir), tolerance)
+    except CorrelateError as e:  # a run that never stepped, a damaged event log
+        return BaselineCheck(passed=False, message=str(e))
     weights_ok, weight_diff, weights_msg = _compare_weights(
         RunFolder(Path(run_dir)).final_weights, RunFolder(Path(baseline_dir)).final_weights, None if mode == "exact" else float(mode)
     )
     return BaselineCheck(
-        passed=losses.passed and same_steps and weights_ok,
+        passed=losses.passed and weights_ok,
         message=f"{losses.summary()}; {weights_msg}",
         first_divergence=losses.first_divergence,
         loss_run=losses.value_a,

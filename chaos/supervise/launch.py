@@ -11,7 +11,6 @@ the marker is a leftover: it is reported (a failure of the run) and killed.
 
 from __future__ import annotations
 
-import re
 import subprocess
 import threading
 import time
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO
 
+from chaos.adapters.launcher import classify
 from chaos.supervise.attempts import AttemptTracker
 from chaos.supervise.procs import kill_all, marked_pids, stop_group
 from runlog.env import ATTEMPT_BASE_VAR, NODE_VAR, RUN_ID_VAR, node_name
@@ -29,33 +29,13 @@ from runlog.records import (
     AgentExit,
     AgentStart,
     Deadline,
-    FtTimeout,
     Launched,
     LauncherExit,
     LauncherLine,
     Leftover,
     Restart,
-    WorkerFailed,
 )
 from trainer import nvrx_compat
-
-LAUNCHER_PATTERNS: list[tuple[type[LauncherLine], re.Pattern[str]]] = [
-    (WorkerFailed, re.compile(r"failed \(exitcode: (?P<exitcode>-?\d+)\) local_rank: (?P<local_rank>\d+)")),
-    (Restart, re.compile(r"Worker group (?:UNHEALTHY|FAILED)\. (?P<attempts_left>\d+)/\d+ attempts left; will restart")),
-    (
-        FtTimeout,
-        re.compile(r"Did not get (?:initial|subsequent) heartbeat|Section '.+' has been open|Was out of section"),
-    ),
-]
-
-
-def classify(line: str) -> LauncherLine | None:
-    """The runner event a launcher line stands for (with the line's end and its numbers), or None."""
-    for kind, pattern in LAUNCHER_PATTERNS:
-        m = pattern.search(line)
-        if m:
-            return kind(line=line[-300:], **{k: int(v) for k, v in m.groupdict().items()})
-    return None
 
 
 @dataclass(frozen=True)

@@ -1,36 +1,38 @@
-"""The loss-correlation test on Megatron-style logs, our trainer's lines and run folders."""
+"""The loss correlation's judging: tolerances, missing steps, step ranges, sources and their errors."""
 
 from __future__ import annotations
 
+import json
 import math
+import re
+import sys
+from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chaos.judge.correlate import correlate, parse_log, read_losses
+from chaos.adapters.tensorboard import TensorBoardError, read_scalars
+from chaos.judge.correlate import (
+    BF16,
+    BF16_RTOL,
+    EXACT,
+    CorrelateError,
+    StepRange,
+    Tolerance,
+    correlate,
+    read_curve,
+    tolerance_of,
+)
 from runlog.log import EventLog
 
+DATA = Path(__file__).resolve().parents[3] / "data" / "megatron"
 LOSSES = {i: 2.0 + 4.0 / (i + 2) for i in range(1, 13)}
+finite = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e6, max_value=1e6)
 
 
-def megatron_log(losses: dict[int, float], total: int = 12) -> str:
-    lines = ["using world size: 2", " validation loss at iteration 10 | lm loss value: 1.0 | lm loss PPL: 2.7 |"]
-    for i, value in losses.items():
-        lines.append(
-            f" [2026-01-01 10:00:00] iteration {i:8d}/{total:8d} | consumed samples: {8 * i} | "
-            f"elapsed time per iteration (ms): 12.3 | learning rate: 1.000000E-03 | global batch size:     8 | "
-            f"lm loss: {value:.6E} | loss scale: 1.0 | number of skipped iterations:   0 |"
-        )
-    return "\n".join(lines) + "\n"
-
-
-def write(path, text: str):
-    path.write_text(text)
-    return path
-
-
-def run_folder(path, losses: dict[int, float]):
+def run_folder(path: Path, losses: dict[int, float]) -> Path:
     log = EventLog(path, "rank-0", rank=0, attempt=0)
     for i, value in losses.items():
         log.emit("step", iteration=i, loss=value, lr=1e-3, step_time=0.01, consumed_samples=8 * i)
@@ -38,75 +40,168 @@ def run_folder(path, losses: dict[int, float]):
     return path
 
 
-def test_parse_megatron_and_our_lines():
-    text = megatron_log({1: 5.4321, 2: 5.1}) + "iteration 3/12 | lm loss 5.00000 | lr 1.000E-03 | step time 12.3 ms\n"
-    assert parse_log(text) == {1: 5.4321, 2: 5.1, 3: 5.0}
+def test_exact_is_the_same_bits():
+    assert EXACT.agree(1.5, 1.5) and EXACT.agree(math.nan, math.nan) and EXACT.agree(math.inf, math.inf)
+    assert not EXACT.agree(0.0, -0.0), "equal numbers, different bits"
+    assert not EXACT.agree(1.0, 1.0 + 2**-52)
 
 
-def test_parse_keeps_the_last_line_of_a_recomputed_step():
-    text = "iteration 6/12 | lm loss 7.0 | lr 1\niteration 7/12 | lm loss nan | lr 1\niteration 6/12 | lm loss 7.5 | lr 1\n"
-    losses = parse_log(text)
-    assert losses[6] == 7.5 and math.isnan(losses[7])
+@given(finite, finite, st.floats(0, 1), st.floats(0, 10))
+def test_tolerances_agree_as_numpy_isclose(a, b, rtol, atol):
+    tol = Tolerance.custom(rtol, atol)
+    assert tol.agree(a, b) == bool(np.isclose(a, b, rtol=rtol, atol=atol))
 
 
-def test_identical_megatron_logs_pass(tmp_path):
-    a = read_losses(write(tmp_path / "a.log", megatron_log(LOSSES)))
-    b = read_losses(write(tmp_path / "b.log", megatron_log(LOSSES)))
-    result = correlate(a, b, "exact")
+def test_bf16_is_one_bf16_rounding_relative_to_the_reference():
+    assert BF16_RTOL == 2.0**-8 and BF16.rtol == BF16_RTOL and BF16.atol == 0.0
+    assert BF16.agree(10.0 * (1 + 0.0039), 10.0) and not BF16.agree(10.0 * (1 + 0.004), 10.0)
+    assert not BF16.agree(math.nan, 10.0) and not BF16.agree(math.inf, 10.0)
+
+
+def test_a_tolerance_is_a_preset_or_numbers_never_both():
+    assert tolerance_of(None, None, None) is EXACT and tolerance_of("bf16", None, None) is BF16
+    assert tolerance_of(None, 1e-3, None) == Tolerance.custom(1e-3, 0.0)
+    with pytest.raises(CorrelateError, match="'fp8' is not a preset"):
+        tolerance_of("fp8", None, None)
+    with pytest.raises(CorrelateError, match="not both"):
+        tolerance_of("bf16", 1e-3, None)
+    for bad in (-1.0, math.nan, math.inf):
+        with pytest.raises(CorrelateError, match="--rtol: .* must be a finite number >= 0"):
+            tolerance_of(None, bad, None)
+
+
+def test_step_ranges():
+    assert StepRange.parse("1-10") == StepRange(1, 10) and StepRange.parse("3-") == StepRange(3, None)
+    assert StepRange.parse("-5") == StepRange(None, 5) and StepRange.parse("7") == StepRange(7, 7)
+    assert 3 in StepRange(3, None) and 2 not in StepRange(3, None) and 11 not in StepRange(1, 10)
+    assert [str(StepRange.parse(t)) for t in ("1-10", "3-", "-5", "7")] == ["1-10", "3-", "-5", "7"]
+    for bad in ("", "-", "a", "5-3", "1-2-3", "1,2"):
+        with pytest.raises(CorrelateError, match="--steps"):
+            StepRange.parse(bad)
+
+
+def test_identical_curves_agree():
+    result = correlate(LOSSES, dict(LOSSES), EXACT)
     assert result.passed and result.compared == 12 and result.max_abs_diff == 0.0
     assert result.summary() == "losses agree (exact) on 12 steps, max abs diff 0"
 
 
-def test_divergence_at_step_5_is_reported(tmp_path):
+def test_the_first_divergent_step_is_named_with_both_values():
     diverged = {i: v + (0.25 if i >= 5 else 0.0) for i, v in LOSSES.items()}
-    a = read_losses(write(tmp_path / "a.log", megatron_log(LOSSES)))
-    b = read_losses(write(tmp_path / "b.log", megatron_log(diverged)))
-    result = correlate(a, b, 1e-3)
+    result = correlate(LOSSES, diverged, Tolerance.absolute(1e-3))
     assert not result.passed
-    assert (result.first_divergence, result.value_a, result.value_b) == (5, a[5], b[5])
+    assert (result.first_divergence, result.value_a, result.value_b) == (5, LOSSES[5], diverged[5])
     assert result.max_abs_diff == pytest.approx(0.25)
-    assert "diverge (abs 0.001) at iteration 5" in result.summary()
+    assert result.summary().startswith(f"losses diverge (abs 0.001) at iteration 5: {LOSSES[5]!r} vs {diverged[5]!r}")
 
 
-def test_bf16_tolerance_is_relative():
-    a = {1: 4.0, 2: 0.5}
-    within = {1: 4.0 * (1 + 0.005), 2: 0.5 * (1 - 0.005)}
-    beyond = {1: 4.0, 2: 0.5 * (1 + 0.01)}
-    assert correlate(a, within, "bf16").passed
-    assert not correlate(a, within, "exact").passed
-    result = correlate(a, beyond, "bf16")
-    assert not result.passed and result.first_divergence == 2
+def test_a_run_that_stopped_early_diverges_at_its_first_missing_step():
+    crashed = {i: LOSSES[i] for i in range(1, 5)}
+    result = correlate(LOSSES, crashed, EXACT)
+    assert not result.passed and result.first_divergence == 5 and result.divergence.missing == "b"
+    assert (result.compared, result.only_in("a"), result.only_in("b")) == (4, 8, 0)
+    assert "at iteration 5: " in result.summary() and "vs missing" in result.summary()
+    assert "8 steps only in a, 0 only in b" in result.summary()
 
 
-def test_missing_steps_are_counted_not_judged():
-    result = correlate(LOSSES, {i: LOSSES[i] for i in range(1, 10)} | {13: 1.0}, "exact")
-    assert result.passed and result.compared == 9
-    assert (result.only_in_a, result.only_in_b) == (3, 1)
-    assert "3 steps only in a, 1 only in b" in result.summary()
+def test_a_named_range_judges_only_its_steps_and_still_its_missing_ones():
+    crashed = {i: LOSSES[i] for i in range(1, 5)}
+    assert correlate(LOSSES, crashed, EXACT, StepRange(1, 4)).passed
+    resumed = {i: LOSSES[i] for i in range(3, 13)}
+    assert correlate(LOSSES, resumed, EXACT, StepRange(3, None)).passed
+    assert correlate(LOSSES, resumed, EXACT).first_divergence == 1
+    assert correlate(LOSSES, crashed, EXACT, StepRange(3, None)).first_divergence == 5
 
 
-def test_nothing_in_common_fails_clearly():
-    result = correlate({1: 1.0}, {}, "exact")
-    assert not result.passed and result.compared == 0
-    assert result.summary() == "no common steps to compare (1 only in a, 0 only in b)"
+def test_a_step_that_went_nan_diverges_from_a_finite_one():
+    """Source-derived MLM logs: the same run, except that one printed no lm loss at step 7."""
+    nan_run, healthy = (read_curve(DATA / f"derived/{n}.log").losses for n in ("mlm_nan_at_7", "mlm_healthy_10"))
+    result = correlate(nan_run, healthy, BF16)
+    assert result.first_divergence == 7 and math.isnan(result.value_a) and result.divergence.abs_diff == math.inf
+    assert correlate(nan_run, dict(nan_run), EXACT).passed, "NaN at the same step on both sides agrees"
 
 
-def test_run_folders_against_a_megatron_log(tmp_path):
-    run = read_losses(run_folder(tmp_path / "run", LOSSES))
-    log = read_losses(write(tmp_path / "m.log", megatron_log(LOSSES)))
-    assert run == LOSSES
-    assert correlate(run, log, 1e-6).passed, "the log keeps 7 significant digits"
-    assert not correlate(run, log, "exact").passed
+def test_real_megatron_runs_of_two_versions_agree_to_bf16_until_step_3():
+    """Real: Megatron-LM issue #1570, mcore 0.11 and 0.12 on one config."""
+    old, new = (read_curve(DATA / f"real/mlm_core_0.{v}_issue1570.log").losses for v in (11, 12))
+    result = correlate(old, new, BF16)
+    assert result.first_divergence == 3 and [d.agree for d in result.diffs] == [True, True, False]
+    assert correlate(old, new, EXACT).first_divergence == 1
 
 
-def test_a_bad_tolerance_is_named():
-    with pytest.raises(ValueError, match="'fp8' is not 'exact', 'bf16' or a number"):
-        correlate(LOSSES, LOSSES, "fp8")
-    with pytest.raises(ValueError, match=">= 0"):
-        correlate(LOSSES, LOSSES, -1.0)
+def test_json_is_strict_json_with_non_finite_values_spelled_out():
+    result = correlate({1: 1.0, 2: math.nan, 3: 3.0}, {1: 1.0, 2: 2.0}, EXACT)
+    data = json.loads(json.dumps(result.to_dict(), allow_nan=False))
+    assert data["passed"] is False and data["first_divergence"] == {"iteration": 2, "a": "nan", "b": 2.0, "missing": None}
+    assert data["steps"][1]["abs_diff"] == "inf" and data["steps"][2]["missing"] == "b"
+    assert data["tolerance"] == {"name": "exact", "rtol": 0.0, "atol": 0.0, "same_bits": True}
+
+
+def test_the_table_has_a_row_per_step():
+    rows = correlate({1: 1.0, 2: 2.0}, {1: 1.0, 2: 2.5, 3: 3.0}, EXACT).table().splitlines()
+    assert rows[0].split() == ["step", "a", "b", "abs", "diff", "rel", "diff", "verdict"]
+    assert rows[1].split() == ["1", "1.0", "1.0", "0", "0", "ok"]
+    assert rows[2].split() == ["2", "2.0", "2.5", "0.5", "0.2", "DIVERGE"]
+    assert rows[3].split() == ["3", "missing", "3.0", "missing", "missing", "MISSING", "in", "a"]
+
+
+def test_sources_are_read_by_kind(tmp_path):
+    assert read_curve(run_folder(tmp_path / "run", LOSSES)).losses == LOSSES
+    log = read_curve(DATA / "real/mlm_core_0.12_issue1570.log")
+    assert log.kind == "megatron log" and log.losses == {1: 11.86396, 2: 11.86432, 3: 8.431922}
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda p: p / "nothing", "no such file or folder"),
+    (lambda p: (p / "empty").mkdir() or p / "empty", "not a run folder (no events/) nor a TensorBoard folder"),
+    (lambda p: (p / "notes.txt").write_text("no training here\n") and p / "notes.txt", "no loss in this log"),
+    (lambda p: (p / "w.pt").write_bytes(bytes(range(256)) * 4) and p / "w.pt", "no loss in this log"),
+])
+def test_unreadable_sources_are_named(tmp_path, make, message):
+    path = make(tmp_path)
+    with pytest.raises(CorrelateError, match=re.escape(message)) as e:
+        read_curve(path)
+    assert str(path) in str(e.value)
+
+
+def test_a_damaged_run_folder_is_bad_input(tmp_path):
+    run = run_folder(tmp_path / "run", {1: 1.0})
+    (run / "events" / "rank-1.jsonl").write_bytes(b'{"event": "step", "mono": 1.0, "\xff\xfe": 1}\n')
+    with pytest.raises(CorrelateError, match="unreadable event log"):
+        read_curve(run)
+    stepless = run_folder(tmp_path / "stepless", {})
+    EventLog(stepless, "rank-0", rank=0).emit("run_start")
+    with pytest.raises(CorrelateError, match="no loss in this run folder"):
+        read_curve(stepless)
+
+
+def test_tensorboard_files_need_the_tensorboard_package(tmp_path, monkeypatch):
+    from torch.utils.tensorboard import SummaryWriter
+
+    with SummaryWriter(log_dir=str(tmp_path / "tb")) as writer:
+        writer.add_scalar("lm loss", 1.5, 1)
+    monkeypatch.setitem(sys.modules, "tensorboard.backend.event_processing", None)
+    with pytest.raises(CorrelateError, match=r"needs the tensorboard package: pip install 'chaos-harness\[tensorboard\]'"):
+        read_curve(tmp_path / "tb")
+
+
+def test_tensorboard_restarts_keep_the_final_lineage(tmp_path):
+    """Real event files from torch's SummaryWriter, as Megatron writes them (tag 'lm loss', one file per
+    launch): a second launch resumed at step 4 and recomputed 4-5."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    for launch, steps in ((0, range(1, 7)), (1, range(4, 6))):
+        with SummaryWriter(log_dir=str(tmp_path / "tb"), filename_suffix=f".{launch}") as writer:
+            for i in steps:
+                writer.add_scalar("lm loss", 10.0 - i + launch / 2, i)
+                writer.add_scalar("lm loss vs samples", 10.0 - i, 32 * i)
+    curve = read_curve(tmp_path / "tb")
+    assert curve.kind == "tensorboard" and curve.losses == {1: 9.0, 2: 8.0, 3: 7.0, 4: 6.5, 5: 5.5}
+    with pytest.raises(TensorBoardError, match=r"no 'mtp_1 loss' scalar .* \(scalars: 'lm loss', 'lm loss vs samples'\)"):
+        read_scalars(tmp_path / "tb", "mtp_1 loss")
 
 
 @given(st.dictionaries(st.integers(1, 10_000), st.floats(allow_nan=True, allow_infinity=True), min_size=1))
 def test_a_curve_always_matches_itself_exactly(losses):
-    result = correlate(losses, dict(losses), "exact")
+    result = correlate(losses, dict(losses), EXACT)
     assert result.passed and result.compared == len(losses) and result.max_abs_diff == 0.0

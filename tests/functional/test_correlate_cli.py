@@ -1,0 +1,171 @@
+"""`python -m chaos correlate` as a user runs it: a subprocess on real run folders of our trainer, on
+Megatron logs (tests/data/megatron/README.md says which are real) and on TensorBoard files written by
+torch's SummaryWriter as Megatron writes them. Exit codes 0 agree, 1 diverge, 2 bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "megatron"
+ENV = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+
+
+def chaos(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "chaos", "correlate", *map(str, args)], cwd=cwd, capture_output=True, text=True,
+        timeout=120, env=ENV,
+    )
+
+
+def assert_bad_input(result: subprocess.CompletedProcess, message: str) -> None:
+    """Exit 2, one line on stderr that names the problem, nothing on stdout, no traceback."""
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stdout == "" and "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    """Real runs of our trainer: two identical, one with another learning rate, one stopped at step 5."""
+    root = tmp_path_factory.mktemp("runs")
+    variants = {
+        "a": [], "b": [], "lr": ["optimizer.lr=0.002"],
+        "stopped": ["train.exit_interval=5", f"checkpoint.save={root / 'stopped-ckpt'}"],
+    }
+    procs = {
+        name: subprocess.Popen(
+            [sys.executable, "-m", "trainer", "--recipe", "tiny_cpu", "train.train_iters=8",
+             f"logger.run_dir={root / name}", *extra],
+            cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )
+        for name, extra in variants.items()
+    }
+    for name, proc in procs.items():
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, f"trainer run {name} failed: {err[-2000:]}"
+    return {name: root / name for name in variants}
+
+
+def test_identical_runs_agree_with_a_table_and_a_picture(runs, tmp_path):
+    result = chaos(runs["a"], runs["b"], cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[2].split()[:3] == ["step", "a", "b"] and len([ln for ln in lines if ln.endswith(" ok")]) == 8
+    assert "losses agree (exact) on 8 steps, max abs diff 0" in result.stdout
+    picture = tmp_path / "correlate-a-vs-b.png"
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and picture.stat().st_size > 10_000
+    assert f"picture: {picture.name}" in result.stdout
+
+
+def test_another_learning_rate_diverges_at_its_first_updated_step(runs, tmp_path):
+    result = chaos(runs["a"], runs["lr"], "--plot", tmp_path / "lr.png", cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "losses diverge (exact) at iteration 2:" in result.stdout, "step 1's loss is computed before any update"
+    assert (tmp_path / "lr.png").stat().st_size > 10_000
+
+
+def test_a_run_that_stopped_at_step_5_does_not_agree_unless_the_range_says_so(runs, tmp_path):
+    result = chaos(runs["a"], runs["stopped"], cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "at iteration 6: " in result.stdout and "vs missing" in result.stdout
+    assert result.stdout.count("MISSING in b") == 3
+    assert chaos(runs["a"], runs["stopped"], "--steps", "1-5", cwd=tmp_path).returncode == 0
+    assert chaos(runs["a"], runs["stopped"], "--steps", "3-", cwd=tmp_path).returncode == 1
+
+
+def test_megatron_lm_against_bridge_agree_within_bf16_rounding(tmp_path):
+    """The seed's test on seed 2's losses (megatron.md): MLM's and Bridge's line formats, to bf16."""
+    mlm, bridge = DATA / "derived/mlm_seed2_correlation.log", DATA / "derived/bridge_seed2_correlation.log"
+    result = chaos(mlm, bridge, "--tolerance", "bf16", "--json", "--plot", tmp_path / "c.png", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = json.loads(result.stdout)
+    assert data["passed"] and data["compared"] == 5 and data["first_divergence"] is None
+    assert data["tolerance"] == {"name": "bf16", "rtol": 2**-8, "atol": 0.0, "same_bits": False}
+    assert 5e-4 < data["max_rel_diff"] < 2**-8
+    assert data["plot"] == str(tmp_path / "c.png") and (tmp_path / "c.png").stat().st_size > 10_000
+    exact = json.loads(chaos(mlm, bridge, "--json", cwd=tmp_path).stdout)
+    assert exact["passed"] is False and exact["first_divergence"]["iteration"] == 1
+
+
+def test_real_megatron_logs_of_two_versions_diverge_at_step_3(tmp_path):
+    """Real: Megatron-LM issue #1570's mcore 0.11 and 0.12 runs of one config."""
+    result = chaos(DATA / "real/mlm_core_0.11_issue1570.log", DATA / "real/mlm_core_0.12_issue1570.log",
+                   "--rtol", "1e-3", cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "losses diverge (rtol 0.001, atol 0) at iteration 3: 10.04934 vs 8.431922" in result.stdout
+
+
+def test_a_run_that_went_nan_does_not_agree(tmp_path):
+    derived = chaos(DATA / "derived/mlm_nan_at_7.log", DATA / "derived/mlm_healthy_10.log", "--tolerance", "bf16",
+                    "--json", cwd=tmp_path)
+    assert derived.returncode == 1
+    assert json.loads(derived.stdout)["first_divergence"] == {"iteration": 7, "a": "nan", "b": 9.8, "missing": None}
+    real = DATA / "real/megatron_llm_nan_issue33.log"
+    before_nan = tmp_path / "before_nan.log"
+    before_nan.write_text("".join(real.read_text().splitlines(keepends=True)[:2]))
+    result = chaos(real, before_nan, cwd=tmp_path)
+    assert result.returncode == 1 and "at iteration 3385: nan vs missing" in result.stdout
+    assert chaos(real, before_nan, "--steps", "-3384", cwd=tmp_path).returncode == 0
+
+
+def write_tensorboard(folder: Path, losses: dict[int, float]) -> Path:
+    """Event files as Megatron's training_log writes them: add_scalar('lm loss', ...) and its 'vs samples'."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    with SummaryWriter(log_dir=str(folder)) as writer:
+        for i, loss in losses.items():
+            writer.add_scalar("lm loss", loss, i)
+            writer.add_scalar("lm loss vs samples", loss, 32 * i)
+            writer.add_scalar("learning-rate", 3e-4, i)
+    return folder
+
+
+def test_tensorboard_files_against_the_log_of_the_same_run(tmp_path):
+    mlm_log = DATA / "derived/mlm_seed2_correlation.log"
+    losses = {1: 10.42071, 2: 10.4189, 3: 10.34051, 4: 10.21495, 5: 10.10716}
+    tb = write_tensorboard(tmp_path / "tb", losses)
+    bf16 = chaos(tb, mlm_log, "--tolerance", "bf16", cwd=tmp_path)
+    assert bf16.returncode == 0, bf16.stdout + bf16.stderr
+    assert "losses agree (bf16) on 5 steps" in bf16.stdout
+    exact = chaos(tb, mlm_log, cwd=tmp_path)
+    assert exact.returncode == 1, "TensorBoard keeps float32, the log 7 digits"
+    (event_file,) = tb.iterdir()
+    assert chaos(event_file, tb, cwd=tmp_path).returncode == 0
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["missing.log", "{mlm}"], "error: missing.log: no such file or folder"),
+    (["{empty}", "{mlm}"], "not a run folder (no events/) nor a TensorBoard folder"),
+    (["{text}", "{mlm}"], "no loss in this log"),
+    (["{mlm}", "{mlm}", "--tolerance", "fp8"], "--tolerance: 'fp8' is not a preset (exact, bf16)"),
+    (["{mlm}", "{mlm}", "--rtol", "-1"], "--rtol: -1.0 must be a finite number >= 0"),
+    (["{mlm}", "{mlm}", "--tolerance", "bf16", "--atol", "0.1"], "give it or --rtol/--atol, not both"),
+    (["{mlm}", "{mlm}", "--steps", "5-3"], "--steps: '5-3' ends before it starts"),
+    (["{mlm}", "{mlm}", "--steps", "50-"], "has a step in 50-"),
+    (["{mlm}", "{mlm}", "--plot", "/nonexistent/c.png"], "--plot: /nonexistent is not a folder"),
+    (["{tb}", "{mlm}"], "no 'lm loss' scalar in its TensorBoard events (scalars: 'other')"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
+    from torch.utils.tensorboard import SummaryWriter
+
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "text").write_text("a log with no training line\n")
+    with SummaryWriter(log_dir=str(tmp_path / "tb")) as writer:
+        writer.add_scalar("other", 1.0, 1)
+    paths = {"mlm": DATA / "derived/mlm_seed2_correlation.log", "empty": tmp_path / "empty",
+             "text": tmp_path / "text", "tb": tmp_path / "tb"}
+    assert_bad_input(chaos(*(a.format(**paths) for a in args), cwd=tmp_path), message)
+    assert not list(tmp_path.glob("*.png")), "bad input draws nothing"
+
+
+def test_a_damaged_run_folder_is_bad_input(runs, tmp_path):
+    damaged = tmp_path / "damaged"
+    (damaged / "events").mkdir(parents=True)
+    (damaged / "events" / "rank-0.jsonl").write_bytes((runs["a"] / "events" / "rank-0.jsonl").read_bytes() + b"\xff\xfe\n")
+    assert_bad_input(chaos(damaged, runs["a"], cwd=tmp_path), "unreadable event log (UnicodeDecodeError")
