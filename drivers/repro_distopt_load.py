@@ -7,15 +7,17 @@ is_loading=True)`` on a freshly built optimizer (megatron.training and Bridge's
 ``self.state_dict()``, whose branch for plain ``torch.optim.Adam`` (taken when TE's and APEX's fused
 Adam do not import) collects the distinct ``step`` values of the inner optimizer's state and asserts
 there is exactly one: a fresh optimizer has no state yet, so the list is empty and the assert fails
-(``distrib_optimizer.py: assert len(steps) == 1``). The same call succeeds after one optimizer step.
+(``distrib_optimizer.py: assert len(steps) == 1``). After one optimizer step the state holds one
+``step`` and the assert passes.
 
 This script shows both on one GPU with megatron.core alone (no megatron.training, no Bridge, no
 checkpoint on disk)::
 
     torchrun --standalone --nproc-per-node=1 drivers/repro_distopt_load.py
 
-It prints ``fresh optimizer: AssertionError`` and ``after one step: ok`` where the bug is present, and
-exits 0 either way (it reports, it does not judge). GPU machines only; nothing imports it.
+It prints ``fresh optimizer: AssertionError at distrib_optimizer.py:839 assert len(steps) == 1`` where
+the bug is present, then ``after one step: ...``, and exits 0 (it reports, it does not judge). Both calls
+pass the metadata the checkpoint loaders pass (``dp_reshardable``). GPU machines only; nothing imports it.
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
 from megatron.core.transformer.transformer_config import TransformerConfig
 
 VOCAB, SEQ = 128, 16
+# What megatron.training and Bridge pass when they load a torch_dist checkpoint written with the
+# distributed optimizer (read back from the checkpoint as "sharded_state_dict metadata").
+LOAD_METADATA = {"distrib_optim_sharding_type": "dp_reshardable", "singleton_local_shards": False,
+                 "chained_optim_avoid_prefix": True}
 
 
 def build():
@@ -48,11 +54,12 @@ def build():
 def try_load_state_dict(label: str, ddp, optimizer) -> None:
     """Build the optimizer's load-time sharded state dict, as a checkpoint resume does, and report."""
     try:
-        optimizer.sharded_state_dict(ddp.module.sharded_state_dict(), is_loading=True)
+        optimizer.sharded_state_dict(ddp.module.sharded_state_dict(), is_loading=True, metadata=LOAD_METADATA)
         print(f"{label}: ok", flush=True)
-    except AssertionError:
+    except Exception as error:  # the script reports whichever error Megatron raises
         frame = traceback.extract_tb(sys.exc_info()[2])[-1]
-        print(f"{label}: AssertionError at {os.path.basename(frame.filename)}:{frame.lineno} {frame.line}", flush=True)
+        where = f"{os.path.basename(frame.filename)}:{frame.lineno} {frame.line}"
+        print(f"{label}: {type(error).__name__} at {where} {error}".rstrip(), flush=True)
 
 
 def one_step(ddp, optimizer) -> None:

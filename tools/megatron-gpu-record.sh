@@ -94,7 +94,7 @@ job() {
   left=$(pgrep -g "$tpid" | tr '\n' ' ')
   if [[ -n $left ]]; then
     echo "processes left in the run's group after it ended: $left" >> "$dir/signals.txt"
-    ps -o pid,ppid,etimes,args -g "$tpid" >> "$dir/signals.txt" 2>/dev/null
+    ps -o pid,ppid,etimes,args -p "$(pgrep -d, -g "$tpid")" >> "$dir/signals.txt" 2>/dev/null
     kill -KILL -- "-$tpid" 2>/dev/null
   fi
   echo "$rc" > "$dir/rc"
@@ -178,21 +178,28 @@ repro() { job repro_distopt_load 150 torchrun --standalone --nproc-per-node=1 "$
 # the probe ran it (distributed optimizer, the recipe's default) and without the distributed
 # optimizer. The simulated fault re-arms in every attempt (Bridge's example requires
 # checkpoint_time < fault_delay < total_training_time), so its delay and the run's length come from
-# the pace bridge_corr measured on this machine: the first attempt dies after ~60% of the work, a
-# resumed attempt (from the last of ten checkpoints) has the rest to do before its own fault fires.
+# the pace bridge_corr measured on this machine: setup S (initialized to iteration 1), step T, and
+# the first save F. F is large: the first torch_dist save starts a multiprocessing Manager with the
+# spawn method (megatron.core's get_write_results_queue), which re-imports the entry script and so all
+# of megatron.bridge (37 s under this record's load on 2026-12-01). Every attempt pays S + F again.
+# With N steps of ~20 s and ten checkpoints, the fault fires once ~60% of the steps are done; a
+# resumed attempt (from the last checkpoint, ~50%) finishes before its own fault.
 bridge_pace() {
   python3 - "$rec/bridge_corr/output.log" <<'PY'
 import datetime, re, statistics, sys
 text = open(sys.argv[1], errors="replace").read()
 stamp = lambda s: datetime.datetime.strptime(s, "%Y-%m-%d %H:%M:%S")
 init = re.search(r"\[after megatron is initialized\] datetime: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)", text)
-its = re.findall(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\] iteration +(\d+)/ *\d+ \|.*?per iteration \(ms\): ([\d.]+)", text)
-setup = (stamp(its[0][0]) - stamp(init.group(1))).total_seconds() if init and its else 12.0
-step = statistics.median(float(ms) for _, i, ms in its if int(i) >= 3) / 1000 if len(its) >= 3 else 0.15
-iters = max(60, int(round(24 / max(step, 0.02) / 10)) * 10)  # about 24 s of steps
-save_every = max(5, iters // 10)
-work = iters * step + iters / save_every * 1.0  # steps plus ~1 s per synchronous torch_dist save
-print(f"{setup:.1f} {step:.3f} {iters} {save_every} {round(setup + 0.6 * work)}")  # the delay is an int field
+its = [(stamp(t), int(i), float(ms)) for t, i, ms in re.findall(
+    r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\] iteration +(\d+)/ *\d+ \|.*?per iteration \(ms\): ([\d.]+)", text)]
+at = {i: t for t, i, _ in its}
+setup = (its[0][0] - stamp(init.group(1))).total_seconds() if init and its else 12.0
+step = statistics.median(ms for _, i, ms in its if i >= 3) / 1000 if len(its) >= 3 else 0.15
+first_save = (at[6] - at[5]).total_seconds() if 5 in at and 6 in at else 40.0
+iters = max(60, int(round(20 / max(step, 0.02) / 10)) * 10)  # about 20 s of steps
+save_every = iters // 10
+delay = setup + first_save + 0.6 * (iters * step + 10 * 1.0) + 5  # ~1 s per later save, 5 s margin
+print(f"{setup:.0f} {step:.3f} {first_save:.0f} {iters} {save_every} {round(delay)}")  # the delay is an int field
 PY
 }
 bridge_simfault() {  # bridge_simfault NAME MAX_RESTARTS EXTRA...
@@ -208,9 +215,9 @@ bridge_simfault() {  # bridge_simfault NAME MAX_RESTARTS EXTRA...
 bridge_simfault_both() {
   local waited=0
   while [[ ! -e $rec/bridge_corr/rc ]] && (( waited < 300 )); do sleep 1; waited=$((waited + 1)); done
-  read -r SETUP STEP ITERS SAVE_EVERY DELAY < <(bridge_pace)
-  log "bridge pace: setup ${SETUP}s step ${STEP}s -> train_iters $ITERS, save every $SAVE_EVERY, fault delay ${DELAY}s"
-  echo "setup_s=$SETUP step_s=$STEP train_iters=$ITERS save_interval=$SAVE_EVERY fault_base_delay_s=$DELAY" \
+  read -r SETUP STEP FIRST_SAVE ITERS SAVE_EVERY DELAY < <(bridge_pace)
+  log "bridge pace: setup ${SETUP}s step ${STEP}s first save ${FIRST_SAVE}s -> train_iters $ITERS, save every $SAVE_EVERY, fault delay ${DELAY}s"
+  echo "setup_s=$SETUP step_s=$STEP first_save_s=$FIRST_SAVE train_iters=$ITERS save_interval=$SAVE_EVERY fault_base_delay_s=$DELAY" \
     > "$rec/bridge_pace.txt"
   bridge_simfault bridge_simfault_distopt 1 &
   bridge_simfault bridge_simfault_nodistopt 3 optimizer.use_distributed_optimizer=false ddp.use_distributed_optimizer=false &
