@@ -1,0 +1,103 @@
+"""Megatron Bridge GPT pretraining driver: a recipe plus dotted overrides, as Bridge's run_recipe.py takes them.
+
+Bridge's ``scripts/training/run_recipe.py`` is a repository script, not part of the megatron-bridge
+wheel. This driver does what it does for GPT pretraining: it builds a recipe's ``ConfigContainer``
+(default ``vanilla_gpt_pretrain_config``, Bridge's recipe for Megatron-LM/Bridge correlation), applies
+Hydra-style dotted overrides with Bridge's own ``process_config_with_overrides``, keeps
+``model.seq_length`` in step with ``dataset.seq_length``, and calls Bridge's ``pretrain`` with its
+``gpt_step.forward_step``::
+
+    torchrun --standalone --nproc-per-node=1 drivers/megatron_bridge.py \\
+        model.num_layers=2 model.hidden_size=256 model.num_attention_heads=4 \\
+        train.train_iters=10 checkpoint.save=/tmp/ck ft.enable_ft_package=true ft.simulate_fault=true
+
+Two things a run_recipe.py user gets from a full NeMo container, which this driver supplies:
+
+- Optional sections the recipe leaves unset (``ft``, ``straggler``, ``nvrx_straggler``,
+  ``inprocess_restart``) are created with their defaults when an override names them, so
+  ``ft.enable_ft_package=true`` works on ``vanilla_gpt_pretrain_config``.
+- Without Transformer Engine (the lent GPU machines have none), Bridge has no automatic fallback:
+  the model gets Bridge's ``local_layer_spec`` and ``masked_softmax_fusion=False``, and a line says so.
+
+It runs on a GPU machine with megatron-bridge installed (tools/megatron-gpu-setup.sh); nothing on the
+CPU machines imports it. ``pretrain`` sits behind ``if __name__ == "__main__":`` because Bridge's async
+checkpoint writer starts processes with ``spawn``, which re-import this module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+
+from megatron.bridge import recipes
+from megatron.bridge.models.gpt_provider import local_layer_spec
+from megatron.bridge.training.config import (
+    ConfigContainer,
+    FaultToleranceConfig,
+    InProcessRestartConfig,
+    NVRxStragglerDetectionConfig,
+    StragglerDetectionConfig,
+)
+from megatron.bridge.training.gpt_step import forward_step
+from megatron.bridge.training.pretrain import pretrain
+from megatron.bridge.training.utils.omegaconf_utils import process_config_with_overrides
+
+OPTIONAL_SECTIONS = {
+    "ft": FaultToleranceConfig,
+    "straggler": StragglerDetectionConfig,
+    "nvrx_straggler": NVRxStragglerDetectionConfig,
+    "inprocess_restart": InProcessRestartConfig,
+}
+
+
+def te_available() -> bool:
+    """Whether Transformer Engine is installed."""
+    return importlib.util.find_spec("transformer_engine") is not None
+
+
+def load_recipe(name: str) -> ConfigContainer:
+    """The ConfigContainer of a recipe exported by megatron.bridge.recipes, called without arguments."""
+    builder = getattr(recipes, name, None)
+    if builder is None:
+        raise SystemExit(f"drivers/megatron_bridge.py: megatron.bridge.recipes has no recipe {name!r}")
+    return builder()
+
+
+def add_named_sections(cfg: ConfigContainer, overrides: list[str]) -> None:
+    """Create each optional section an override names and the recipe left as None."""
+    for override in overrides:
+        section = override.lstrip("+~").split(".", 1)[0]
+        if section in OPTIONAL_SECTIONS and getattr(cfg, section) is None:
+            setattr(cfg, section, OPTIONAL_SECTIONS[section]())
+
+
+def use_local_spec_without_te(cfg: ConfigContainer) -> None:
+    """Bridge's local (non-TE) layer spec and no fused masked softmax where TE is not installed."""
+    if te_available():
+        return
+    cfg.model.transformer_layer_spec = local_layer_spec
+    cfg.model.masked_softmax_fusion = False
+    print("drivers/megatron_bridge.py: Transformer Engine is not installed: model uses local_layer_spec", flush=True)
+
+
+def build_config(recipe: str, overrides: list[str]) -> ConfigContainer:
+    """The recipe with the TE fallback, the named sections and the overrides applied."""
+    cfg = load_recipe(recipe)
+    use_local_spec_without_te(cfg)
+    add_named_sections(cfg, overrides)
+    cfg = process_config_with_overrides(cfg, cli_overrides=overrides or None)
+    if cfg.dataset is not None and getattr(cfg.dataset, "seq_length", None) is not None:
+        cfg.model.seq_length = cfg.dataset.seq_length
+    return cfg
+
+
+def main() -> None:
+    """Parse --recipe and the dotted overrides, then run Bridge's pretraining."""
+    parser = argparse.ArgumentParser(description="Megatron Bridge GPT pretraining from a recipe")
+    parser.add_argument("--recipe", default="vanilla_gpt_pretrain_config", help="a megatron.bridge.recipes name")
+    args, overrides = parser.parse_known_args()
+    pretrain(config=build_config(args.recipe, overrides), forward_step_func=forward_step)
+
+
+if __name__ == "__main__":
+    main()
