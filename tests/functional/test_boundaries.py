@@ -1,0 +1,322 @@
+"""The product's edges as a user meets them (issue 13): the CLI as a subprocess, on real files and runs.
+
+Every case here failed on main at f213780: a traceback or silence where a one-line error belongs, a
+process that outlived its runner, a verdict that counted what did not happen.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN_ID_VAR = "CHAOS_RUN_ID"
+
+
+def chaos_env(**extra: str) -> dict[str, str]:
+    env = {"PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+           "CHAOS_CACHE_DIR": str(ROOT / ".chaos-cache"), **extra}
+    return env
+
+
+def chaos(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "chaos", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+        env=chaos_env(),
+    )
+
+
+def one_line_error(result: subprocess.CompletedProcess, *names: str) -> str:
+    """A bad input's answer: exit 2, one line on stderr that names what is wrong, no traceback."""
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr + result.stdout, result.stderr
+    lines = [x for x in result.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1, result.stderr
+    for name in names:
+        assert name in lines[0], (name, lines[0])
+    return lines[0]
+
+
+def write_scenario(folder: Path, name: str, **fields) -> Path:
+    data = {"schema_version": 1, "name": name, "description": "a test scenario", "world_size": 2, **fields}
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def run_processes(run_id: str) -> list[int]:
+    """Live (non-zombie) processes carrying the run's marker variable."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            env = (entry / "environ").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if f"{RUN_ID_VAR}={run_id}".encode() in env and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def wait_for(predicate, timeout: float, what: str):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+
+
+# ----------------------------------------------------------------------------------- 1. reaping
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "launcher, fault",
+    [
+        ("ft_launcher", {"type": "rank_killed", "rank": 1, "at_step": 40}),  # the launcher keeps restarting
+        ("torchrun", {"type": "rank_hung", "rank": 1, "at_step": 3}),  # a hung job torchrun never notices
+    ],
+)
+def test_a_sigkilled_runner_takes_its_run_with_it(tmp_path: Path, launcher: str, fault: dict) -> None:
+    trainer = {"train.train_iters": 100000, "checkpoint.save_interval": 5, "ft.enable_ft_package": launcher == "ft_launcher"}
+    path = write_scenario(tmp_path, f"reap_{launcher}", launcher=launcher, trainer=trainer, faults=[fault],
+                          max_restarts=50, deadline_s=600, expect={"exit_code": 0})
+    out = tmp_path / "runs"
+    runner = subprocess.Popen([sys.executable, "-m", "chaos", "run", str(path), "--out", str(out)], cwd=tmp_path,
+                              env=chaos_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        run_dir = wait_for(lambda: next(out.glob("reap_*"), None), 60, "the run folder")
+        wait_for(lambda: list((run_dir / "events").glob("rank-*.jsonl")), 120, "the ranks to start")
+        workers = wait_for(lambda: run_processes(run_dir.name), 30, "the run's processes")
+        tmp_dirs = {Path(d) for pid in workers if (d := _env_of(pid).get("TMPDIR"))}
+        runner.send_signal(signal.SIGKILL)
+        runner.wait(timeout=10)
+        left = _wait_gone(run_dir.name, 10)
+        assert not left, f"processes of the run outlived its SIGKILLed runner: {left}"
+    finally:
+        runner.kill()
+        for pid in run_processes(run_dir.name) if "run_dir" in locals() else ():
+            os.kill(pid, signal.SIGKILL)
+    # The next start sweeps what the dead runner left: its temporary folder and its port claims.
+    result = chaos("validate", str(path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    second = write_scenario(tmp_path, "after_reap", world_size=1, launcher="torchrun",
+                            trainer={"train.train_iters": 3}, expect={"exit_code": 0})
+    done = chaos("run", str(second), "--out", str(out), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert tmp_dirs and not any(d.exists() for d in tmp_dirs), tmp_dirs
+
+
+def _env_of(pid: int) -> dict[str, str]:
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    return dict(x.split("=", 1) for x in raw.decode(errors="replace").split("\0") if "=" in x)
+
+
+def _wait_gone(run_id: str, timeout: float) -> list[int]:
+    end = time.monotonic() + timeout
+    while (left := run_processes(run_id)) and time.monotonic() < end:
+        time.sleep(0.2)
+    return left
+
+
+# --------------------------------------------------------------------- 2. only what happened counts
+@pytest.mark.slow
+def test_a_signal_fault_fires_at_real_processes_or_the_run_fails(tmp_path: Path) -> None:
+    """Workers do not exist 0.1 s into a launch: the fault must wait for them, never 'fire' at nobody."""
+    path = write_scenario(
+        tmp_path, "early_sigkill", launcher="ft_launcher", max_restarts=1,
+        trainer={"train.train_iters": 30, "checkpoint.save_interval": 5, "ft.enable_ft_package": True},
+        faults=[{"type": "sigkill", "rank": 1, "after_s": 0.1}],
+        expect={"exit_code": 0, "restarts": 1, "faults_injected": 1},
+    )
+    result = chaos("run", str(path), "--out", str(tmp_path / "runs"), "--json", cwd=tmp_path)
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    injected = [e for e in _events(run_dir / "events" / "launcher.jsonl") if e["event"] == "fault_injected"]
+    sent = [e for e in _events(run_dir / "events" / "launcher.jsonl") if e["event"] == "signal_sent"]
+    assert len(injected) == 1 and sent, (injected, sent, result.stdout)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _events(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.slow
+def test_a_scenario_without_expectations_fails_when_the_job_fails(tmp_path: Path) -> None:
+    path = write_scenario(tmp_path, "no_expect", world_size=1, launcher="torchrun", max_restarts=0,
+                          command=["python", "-c", "import sys; sys.exit(1)"])
+    result = chaos("run", str(path), "--out", str(tmp_path / "runs"), cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "exit_code" in result.stdout
+
+
+# ------------------------------------------------------------------------------ 3. bad input
+def test_an_unwritable_out_folder_is_one_line(tmp_path: Path) -> None:
+    one_line_error(chaos("run", "rank_killed", "--out", "/proc/forbidden", cwd=tmp_path), "/proc/forbidden")
+
+
+@pytest.mark.parametrize("folder", ["missing", "empty"])
+def test_list_of_an_empty_or_missing_folder_says_so(tmp_path: Path, folder: str) -> None:
+    (tmp_path / "empty").mkdir()
+    one_line_error(chaos("list", "--scenario-dir", str(tmp_path / folder), cwd=tmp_path), folder)
+
+
+def test_a_negative_seed_is_refused(tmp_path: Path) -> None:
+    one_line_error(chaos("run", "rank_killed", "--seed", "-1", "--out", str(tmp_path / "runs"), cwd=tmp_path), "seed")
+    assert not (tmp_path / "runs").exists()
+
+
+def _damaged_run(tmp_path: Path) -> Path:
+    """A real run folder: a short fault-free run of the trainer through the runner."""
+    path = write_scenario(tmp_path, "tiny", world_size=1, launcher="torchrun", trainer={"train.train_iters": 3},
+                          expect={"exit_code": 0, "completed_steps": 3})
+    result = chaos("run", str(path), "--out", str(tmp_path / "runs"), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _damaged_run(tmp_path_factory.mktemp("real-run"))
+
+
+def _copy(run_dir: Path, dest: Path) -> Path:
+    subprocess.run(["cp", "-r", str(run_dir), str(dest)], check=True)
+    return dest
+
+
+def test_judge_of_an_intact_run_passes(real_run: Path, tmp_path: Path) -> None:
+    copy = _copy(real_run, tmp_path / "run")
+    result = chaos("judge", str(copy), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_judge_of_a_garbled_scenario_copy_is_one_line(real_run: Path, tmp_path: Path) -> None:
+    copy = _copy(real_run, tmp_path / "run")
+    (copy / "scenario.yaml").write_text("name: [unclosed\n  world_size: 2\n")
+    one_line_error(chaos("judge", str(copy), cwd=tmp_path), "scenario.yaml")
+
+
+def test_judge_of_non_utf8_events_names_the_file_and_line(real_run: Path, tmp_path: Path) -> None:
+    copy = _copy(real_run, tmp_path / "run")
+    events = copy / "events" / "rank-0.jsonl"
+    lines = events.read_bytes().splitlines(keepends=True)
+    events.write_bytes(b"".join([lines[0], b'{"event": "step", "caf\xe9\xff": 1}\n', *lines[1:]]))
+    one_line_error(chaos("judge", str(copy), cwd=tmp_path), "rank-0.jsonl:2")
+
+
+def test_judge_of_an_event_without_rank_names_the_file_and_line(real_run: Path, tmp_path: Path) -> None:
+    copy = _copy(real_run, tmp_path / "run")
+    events = copy / "events" / "rank-0.jsonl"
+    lines = events.read_text().splitlines(keepends=True)
+    broken = json.loads(lines[2])
+    del broken["rank"]
+    lines[2] = json.dumps(broken) + "\n"
+    events.write_text("".join(lines))
+    one_line_error(chaos("judge", str(copy), cwd=tmp_path), "rank-0.jsonl:3", "rank")
+
+
+def test_a_batch_the_trainer_refuses_is_refused_by_validate(tmp_path: Path) -> None:
+    path = write_scenario(tmp_path, "bad_batch", trainer={"train.global_batch_size": 6, "train.micro_batch_size": 2})
+    one_line_error(chaos("validate", str(path), cwd=tmp_path), "global_batch_size")
+    one_line_error(chaos("run", str(path), "--out", str(tmp_path / "runs"), cwd=tmp_path), "global_batch_size")
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow
+def test_a_failed_baseline_is_a_clear_error_with_its_log(tmp_path: Path) -> None:
+    """The rerun state machine's own error injection also fires in the fault-free run: it exits 17."""
+    trainer = {
+        "train.train_iters": 8, "rerun_state_machine.rerun_mode": "validate_results",
+        "rerun_state_machine.error_injection_rate": 1, "rerun_state_machine.error_injection_type": "transient_error",
+    }
+    path = write_scenario(tmp_path, "bad_baseline", world_size=1, launcher="torchrun", max_restarts=0, trainer=trainer,
+                          expect={"baseline": "exact"})
+    result = chaos("run", str(path), "--out", str(tmp_path / "runs"), cwd=tmp_path)
+    assert result.returncode in (1, 2), result.stdout + result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    assert "baseline" in (result.stdout + result.stderr).lower()
+
+
+def test_a_gpu_scenario_on_a_cpu_machine_is_refused_before_launching(tmp_path: Path) -> None:
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            pytest.skip("this machine has CUDA GPUs")
+    except ImportError:
+        pass
+    one_line_error(chaos("run", "straggler_gpu", "--out", str(tmp_path / "runs"), cwd=tmp_path), "GPU")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_validate_reports_every_problem_of_a_file(tmp_path: Path) -> None:
+    path = write_scenario(tmp_path, "many_problems", world_size=2, max_restarts=-1, seed="x",
+                          faults=[{"type": "rank_killed", "rank": 7, "at_step": 3}])
+    result = chaos("validate", str(path), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    for field in ("max_restarts", "seed", "faults[0].rank"):
+        assert field in result.stderr, (field, result.stderr)
+
+
+def test_a_huge_scenario_file_is_refused_by_its_size(tmp_path: Path) -> None:
+    path = tmp_path / "huge.yaml"
+    with open(path, "w") as f:
+        f.write("name: huge\ndescription: x\nworld_size: 2\ntrainer:\n")
+        for i in range(600_000):
+            f.write(f"  k{i}: {i}\n")
+    assert path.stat().st_size > 8 << 20
+    one_line_error(chaos("validate", str(path), cwd=tmp_path, timeout=60), "huge.yaml")
+
+
+# --------------------------------------------------------------------------- 4. external trainers
+STANDALONE = ROOT / "tests" / "functional" / "standalone" / "ddp_train.py"
+
+
+def test_a_command_scenario_may_expect_resume_and_lost_steps(tmp_path: Path) -> None:
+    path = write_scenario(
+        tmp_path, "cmd_expect", launcher="ft_launcher", command=["python", str(STANDALONE), "--steps", "30"],
+        step_pattern=r"^step (?P<step>\d+) loss (?P<loss>\S+)", faults=[{"type": "sigkill", "rank": 1, "at_step": 12}],
+        expect={"resumed_from_step": 10, "lost_steps": {"max": 99}, "completed_steps": 30},
+    )
+    result = chaos("validate", str(path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_relative_command_path_is_the_scenario_folders_and_must_exist(tmp_path: Path) -> None:
+    path = write_scenario(tmp_path, "cmd_missing", command=["python", "no_such_train.py"],
+                          step_pattern=r"^step (?P<step>\d+)")
+    one_line_error(chaos("validate", str(path), cwd=tmp_path), "no_such_train.py")
+
+
+# ----------------------------------------------------------------------------- 6. CLI conventions
+def test_version_and_console_script(tmp_path: Path) -> None:
+    result = chaos("--version", cwd=tmp_path)
+    assert result.returncode == 0 and result.stdout.strip(), result.stderr
+    script = Path(sys.executable).with_name("chaos")
+    assert script.is_file(), "no `chaos` console script beside python"
+    assert subprocess.run([str(script), "--version"], capture_output=True, text=True).stdout == result.stdout
+
+
+def test_validate_json(tmp_path: Path) -> None:
+    bad = write_scenario(tmp_path, "bad_rank", faults=[{"type": "rank_killed", "rank": 9, "at_step": 3}])
+    result = chaos("validate", str(ROOT / "scenarios" / "rank_killed.yaml"), str(bad), "--json", cwd=tmp_path)
+    assert result.returncode == 2
+    report = json.loads(result.stdout)
+    assert isinstance(report, (list, dict))
+    assert "rank_killed.yaml" in result.stdout and "bad_rank.yaml" in result.stdout
