@@ -11,6 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
+class RunFolderError(ValueError):
+    """A run folder, or a file in it, is missing or damaged; the message is one line that names the file
+    (and the line, for an event log)."""
+
+
 @dataclass(frozen=True)
 class RunFolder:
     """The paths of one run folder (docs/events.md, "The run folder")."""

@@ -4,7 +4,9 @@ Every process appends to ``<run_dir>/events/<source>.jsonl`` (``rank-<r>`` for a
 chaos runner). Each line carries ``event``, ``rank``, ``attempt``, ``pid``, ``node``, ``wall`` and ``mono``
 plus the event's own fields (runlog.records); docs/events.md lists them. Lines are flushed as they are
 written, so a SIGKILLed process loses nothing it logged. ``time.monotonic()`` is system-wide on Linux, so
-``mono`` orders events across processes of one machine.
+``mono`` orders events across processes of one machine. A writer that finds the last line of its file
+unfinished (its previous writer was killed mid-line) ends that line as torn (``runlog.reader.TORN``) before
+its first event, so no event of its own is glued to half of another.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from runlog.env import current_attempt, node_id
 from runlog.layout import RunFolder
+from runlog.reader import TORN
 from runlog.records import Record
 
 
@@ -41,6 +44,8 @@ class EventLog:
             self.path = RunFolder(Path(run_dir)).event_file(source)
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._file = open(self.path, "a", buffering=1)  # noqa: SIM115 - lives as long as the log
+            if _unfinished(self.path):
+                self._file.write(TORN.decode() + "\n")
 
     @property
     def attempt(self) -> int:
@@ -71,3 +76,12 @@ class EventLog:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+def _unfinished(path: Path) -> bool:
+    """Whether the file's last line lacks its newline (a writer was killed while writing it)."""
+    with open(path, "rb") as f:
+        if f.seek(0, os.SEEK_END) == 0:
+            return False
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) != b"\n"

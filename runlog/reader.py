@@ -2,9 +2,17 @@
 
 Everybody reads events through :class:`EventTail`: the judge (``read_events``, the whole folder once), the
 runner's step observation and the progress view (new events every tick), the Slurm node watcher, and the
-trainer's in-process attempt numbering. A line is used once it is complete (its newline written), so a
-line a killed writer left half-written is never read as an event; at the end of a run (``final=True``) a
-last line without its newline is used if it parses, as it is then all there will ever be.
+trainer's in-process attempt numbering. The policy (docs/events.md, "Reading"):
+
+- a line is read once it is complete (its newline written), so a line being written is never half-read;
+- a complete line must be an event: UTF-8, one JSON object, with the fields every event carries and those
+  readers need of its kind (``runlog.records.problem``). One that is not is *malformed*: kept with its
+  file and line number (``EventTail.malformed``); the live readers report it and go on, the judge
+  (``read_events``) refuses the folder with :class:`MalformedEvents`;
+- a line a killed writer left unfinished is *torn*, never an event and never an error: at the end of a run
+  (``final=True``) a last line without its newline is skipped unless it parses whole, and a writer that
+  opens a file ending in such a line first ends it with :data:`TORN` (``runlog.log``), so its own first
+  event starts a line of its own and the torn one stays recognisable.
 """
 
 from __future__ import annotations
@@ -14,9 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runlog.layout import RunFolder
+from runlog.layout import RunFolder, RunFolderError
+from runlog.records import problem
 
 Event = dict[str, Any]
+
+TORN = b" # torn: its writer died mid-line"
+"""The end a writer gives an unfinished last line it finds (a killed writer's), before its own first line."""
 
 
 @dataclass(frozen=True)
@@ -24,11 +36,21 @@ class Malformed:
     """A complete line that is not an event, and where it is."""
 
     path: Path
-    line: int
+    line: int | None
+    """None: the file as a whole (it cannot be read)."""
     problem: str
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.problem}"
+        return f"{self.path}{'' if self.line is None else f':{self.line}'}: {self.problem}"
+
+
+class MalformedEvents(RunFolderError):
+    """A run folder's event log has complete lines that are not events; the message names the first."""
+
+    def __init__(self, found: list[Malformed]):
+        more = f" (and {len(found) - 1} more malformed lines)" if len(found) > 1 else ""
+        super().__init__(f"{found[0]}{more}")
+        self.found = found
 
 
 @dataclass
@@ -40,27 +62,27 @@ class LineTail:
     partial: bytes = b""
     numbered: int = 0
 
-    def lines(self) -> list[tuple[int, str]]:
-        """(line number, text) of each line completed since the last call; a file that cannot be read (not
-        there yet) has none."""
+    def lines(self) -> list[tuple[int, bytes]]:
+        """(line number, bytes without the newline) of each line completed since the last call; a file not
+        there (yet) has none, one that cannot be read raises OSError."""
         try:
             with open(self.path, "rb") as f:
                 f.seek(self.offset)
                 data = f.read()
-        except OSError:
+        except FileNotFoundError:
             return []
         self.offset += len(data)
         *complete, self.partial = (self.partial + data).split(b"\n")
         first, self.numbered = self.numbered + 1, self.numbered + len(complete)
-        return [(first + i, raw.decode(errors="replace")) for i, raw in enumerate(complete)]
+        return [(first + i, raw) for i, raw in enumerate(complete)]
 
-    def rest(self) -> tuple[int, str] | None:
+    def rest(self) -> tuple[int, bytes] | None:
         """The unfinished last line, once the file is known to be complete (its writer is gone)."""
         if not self.partial:
             return None
         raw, self.partial = self.partial, b""
         self.numbered += 1
-        return self.numbered, raw.decode(errors="replace")
+        return self.numbered, raw
 
 
 @dataclass
@@ -70,7 +92,7 @@ class EventTail:
     run_dir: Path
     pattern: str = "*.jsonl"
     malformed: list[Malformed] = field(default_factory=list)
-    """Complete lines that were not events (bad JSON, or no ``event`` and ``mono``), in the order met."""
+    """Complete lines that were not events, in the order met (the module docstring says what is one)."""
     _tails: dict[Path, LineTail] = field(default_factory=dict)
 
     def poll(self, final: bool = False) -> list[Event]:
@@ -81,27 +103,50 @@ class EventTail:
         parsed = []
         for path in sorted(self._tails):
             tail = self._tails[path]
-            parsed += [self._parse(path, number, text, torn=False) for number, text in tail.lines()]
+            try:
+                lines = tail.lines()
+            except OSError as e:
+                self._unreadable(path, e)
+                continue
+            parsed += [self._parse(path, number, raw, unfinished=False) for number, raw in lines]
             rest = tail.rest() if final else None
             if rest is not None:
-                parsed.append(self._parse(path, *rest, torn=True))
+                parsed.append(self._parse(path, *rest, unfinished=True))
         return [e for e in parsed if e is not None]
 
-    def _parse(self, path: Path, number: int, text: str, torn: bool) -> Event | None:
-        if not text.strip():
+    def _unreadable(self, path: Path, error: OSError) -> None:
+        """A file that cannot be read is malformed as a whole (once, however often it is polled)."""
+        if not any(m.path == path and m.line is None for m in self.malformed):
+            self.malformed.append(Malformed(path, None, f"cannot read ({error.strerror or error})"))
+
+    def _parse(self, path: Path, number: int, raw: bytes, unfinished: bool) -> Event | None:
+        """The event of one line, or None: a blank or torn line, or a malformed one (recorded). An
+        ``unfinished`` line (no newline, its writer gone) that does not parse is torn, not malformed."""
+        if not raw.strip() or raw.endswith(TORN):
             return None
         try:
-            record = json.loads(text)
-        except json.JSONDecodeError as e:
-            if not torn:  # an unfinished last line is what a killed writer leaves: not a malformed event
-                self.malformed.append(Malformed(path, number, f"not JSON ({e.msg})"))
-            return None
-        if not (isinstance(record, dict) and "event" in record and "mono" in record):
-            self.malformed.append(Malformed(path, number, "not an event (no 'event' and 'mono')"))
-            return None
-        return record
+            record = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            wrong = None if unfinished else f"not UTF-8 text (byte {raw[e.start]:#04x} at column {e.start + 1})"
+        except RecursionError:
+            wrong = None if unfinished else "not JSON (nested too deeply)"
+        except ValueError as e:  # json.JSONDecodeError, or a number too long to convert
+            wrong = None if unfinished else f"not JSON ({getattr(e, 'msg', e)})"
+        else:
+            wrong = problem(record)
+            if wrong is None:
+                return record
+        if wrong is not None:
+            self.malformed.append(Malformed(path, number, wrong))
+        return None
 
 
 def read_events(run_dir: str | Path) -> list[Event]:
-    """Every event of a run folder, ordered by `mono`. A torn last line (a killed writer) is skipped."""
-    return sorted(EventTail(Path(run_dir)).poll(final=True), key=lambda e: e["mono"])
+    """Every event of a finished run folder, ordered by ``mono``; a torn line is skipped. Raises
+    :class:`MalformedEvents` when a complete line is not an event: a verdict is never computed from a log
+    with lines it could not read."""
+    tail = EventTail(Path(run_dir))
+    events = tail.poll(final=True)
+    if tail.malformed:
+        raise MalformedEvents(tail.malformed)
+    return sorted(events, key=lambda e: e["mono"])

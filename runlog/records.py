@@ -1,4 +1,5 @@
-"""Typed event records: what each writer puts in its events, one frozen dataclass per kind of event.
+"""Typed event records: what each writer puts in its events, one frozen dataclass per kind of event; and
+what a reader needs of a line to take it as an event (``problem``, the reader's policy: runlog/reader.py).
 
 A record holds an event's own fields; ``EventLog.write`` adds the fields every event carries (rank,
 attempt, pid, node, wall, mono). A field marked :func:`optional` is left out of the event while it is None;
@@ -8,6 +9,8 @@ every other field is written, None as null. docs/events.md lists the events and 
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -288,3 +291,49 @@ class AgentExit(Record):
 class Leftover(Record):
     event = names.LEFTOVER
     pids: list[int]
+
+
+# --------------------------------------------------------------------------------------------- reading
+_KINDS: dict[str, tuple[str, Any]] = {
+    "str": ("a string", lambda v: isinstance(v, str)),
+    "int": ("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)),
+    "number": ("a number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)),
+    "finite": ("a finite number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)),
+    "list": ("a list", lambda v: isinstance(v, list)),
+}
+
+EVERY_EVENT = {"event": "str", "rank": "int", "attempt": "int", "mono": "finite"}
+"""The fields every event carries, with their kinds (``EventLog`` writes them)."""
+WHEN_GIVEN = {"pid": "int", "node": "str", "wall": "number"}
+"""Fields every writer of this project writes, and a foreign writer may leave out; of their kind when given."""
+NEEDED: dict[str, dict[str, str]] = {
+    names.STEP: {"iteration": "int", "loss": "number"},
+    names.CHECKPOINT_SAVE_BEGIN: {"iteration": "int"},
+    names.CHECKPOINT_SAVE_END: {"iteration": "int"},
+    names.CHECKPOINT_LOAD: {"iteration": "int"},
+    names.CHECKPOINT_CORRUPT: {"path": "str"},
+    names.INPROCESS_START: {"inprocess_iteration": "int"},
+    names.SIGNAL_SENT: {"signal": "str"},
+    names.LEFTOVER: {"pids": "list"},
+}
+"""What readers (the judge, the live views) need of an event of each kind: a line without them is not one."""
+
+
+def problem(record: Any) -> str | None:
+    """Why a parsed JSON line is not an event, or None: the fields every event carries, of their kinds, and
+    what readers need of its kind (NEEDED). Any other field is the writer's own."""
+    if not isinstance(record, dict):
+        return f"not an event (a JSON {type(record).__name__}, not an object)"
+    missing = next((key for key in EVERY_EVENT if key not in record), None)
+    if missing is not None:
+        return f"not an event: no {missing!r}"
+    name = record["event"]
+    needed = NEEDED.get(name, {}) if isinstance(name, str) else {}
+    for key, kind in {**EVERY_EVENT, **WHEN_GIVEN, **needed}.items():
+        what, fits = _KINDS[kind]
+        if key not in record:
+            if key not in WHEN_GIVEN:
+                return f"a {name} event needs {key!r} ({what})"
+        elif not fits(record[key]):
+            return f"{key!r} must be {what}, got {json.dumps(record[key])[:40]}"
+    return None

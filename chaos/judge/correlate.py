@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from chaos.adapters import megatron, tensorboard
+from chaos.errors import BadInput
 from chaos.judge.timeline import final_losses
+from runlog.layout import RunFolderError
 from runlog.reader import read_events
 
 BF16_RTOL = 2.0**-8
@@ -29,7 +31,7 @@ a unit in the last place, 2**-8 (about 0.39 %) of its magnitude. Losses of two m
 differ by more than that differ by more than one bf16 rounding of the loss itself."""
 
 
-class CorrelateError(ValueError):
+class CorrelateError(BadInput):
     """Bad input: a source that cannot be read as a loss curve, a bad tolerance or step range."""
 
 
@@ -140,8 +142,8 @@ def read_losses(source: str | Path) -> dict[int, float]:
 def _run_folder_losses(path: Path) -> dict[int, float]:
     try:
         losses = {int(i): float(v) for i, v in final_losses(read_events(path)).items()}
-    except (OSError, UnicodeDecodeError, KeyError, TypeError, ValueError) as e:
-        raise CorrelateError(f"{path}: unreadable event log ({type(e).__name__}: {e})") from None
+    except RunFolderError as e:
+        raise CorrelateError(f"unreadable event log: {e}") from None
     if not losses:
         raise CorrelateError(f"{path}: no loss in this run folder (no rank-0 step event in events/)")
     return losses

@@ -30,7 +30,8 @@ def describe(e: dict[str, Any], t0: float) -> str:
 
 
 class ProgressView:
-    """Tails <run_dir>/events/*.jsonl; `tick()` prints the complete lines that arrived since the last tick."""
+    """Tails <run_dir>/events/*.jsonl; `tick()` prints the complete lines that arrived since the last tick,
+    and each line that is not an event (it goes on: the judge refuses the log at the end)."""
 
     def __init__(self, run_dir: Path, out: Callable[[str], None]):
         self.tail = EventTail(run_dir)
@@ -38,6 +39,7 @@ class ProgressView:
         self.t0: float | None = None
         self.step_every = 1
         self.last_attempt: int | None = None
+        self.reported = 0
 
     def tick(self) -> None:
         for e in sorted(self.tail.poll(), key=lambda e: e["mono"]):
@@ -45,13 +47,16 @@ class ProgressView:
                 self.t0 = e["mono"]
             if self._shown(e):
                 self.out(describe(e, self.t0))
+        for bad in self.tail.malformed[self.reported:]:
+            self.out(f"chaos: not an event (skipped): {bad}")
+        self.reported = len(self.tail.malformed)
 
     def _shown(self, e: dict[str, Any]) -> bool:
         """Every notable event; of long runs' steps, about twenty, plus the first of each attempt."""
         if e["event"] not in SHOWN or (e["event"] in RANK0_ONLY and e["rank"] != 0):
             return False
-        if e["event"] == names.RUN_START:
-            self.step_every = max(1, e.get("train_iters", 1) // 20)
+        if e["event"] == names.RUN_START and isinstance(e.get("train_iters"), int):
+            self.step_every = max(1, e["train_iters"] // 20)
         if e["event"] != names.STEP:
             return True
         first = e["attempt"] != self.last_attempt

@@ -167,5 +167,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
 def test_a_damaged_run_folder_is_bad_input(runs, tmp_path):
     damaged = tmp_path / "damaged"
     (damaged / "events").mkdir(parents=True)
-    (damaged / "events" / "rank-0.jsonl").write_bytes((runs["a"] / "events" / "rank-0.jsonl").read_bytes() + b"\xff\xfe\n")
-    assert_bad_input(chaos(damaged, runs["a"], cwd=tmp_path), "unreadable event log (UnicodeDecodeError")
+    events = (runs["a"] / "events" / "rank-0.jsonl").read_bytes()
+    (damaged / "events" / "rank-0.jsonl").write_bytes(events + b"\xff\xfe\n")
+    bad_line = f"{damaged / 'events' / 'rank-0.jsonl'}:{len(events.splitlines()) + 1}"
+    assert_bad_input(chaos(damaged, runs["a"], cwd=tmp_path), f"unreadable event log: {bad_line}: not UTF-8 text")

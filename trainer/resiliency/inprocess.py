@@ -28,7 +28,7 @@ import torch.distributed as dist
 from runlog.env import current_attempt, launch_round
 from runlog.layout import RunFolder
 from runlog.log import EventLog
-from runlog.reader import read_events
+from runlog.reader import EventTail
 from runlog.records import InprocessAbort, InprocessStart
 from trainer import nvrx_compat
 from trainer.config import InProcessRestartConfig, TrainerConfig
@@ -45,12 +45,13 @@ def attempt_base(run_dir: str | None) -> int:
     process, so after a launcher restart (an in-process restart that could not recover) they would repeat
     the attempts of the round before, and a fault armed for attempt 0 would fire again. Each round starts
     after the last attempt the run folder's ``inprocess_start`` events show for earlier rounds (their
-    processes are gone before a new round starts, so every rank reads the same)."""
+    processes are gone before a new round starts, so every rank reads the same; a line that is not an event
+    is not the trainer's to judge, and is passed over)."""
     round_ = current_attempt()
     if round_ == 0 or run_dir is None:
         return round_
     earlier = [
-        e["attempt"] for e in read_events(run_dir)
+        e["attempt"] for e in EventTail(Path(run_dir), "rank-*.jsonl").poll(final=True)
         if e["event"] == "inprocess_start" and e.get("launch_round", 0) < round_
     ]
     return max(round_, 1 + max(earlier, default=-1))

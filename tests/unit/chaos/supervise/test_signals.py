@@ -19,10 +19,10 @@ def test_a_signal_fault_fires_in_an_attempt_only_the_ranks_number(run_logs, tmp_
     faults = ExternalFaults([fault], run_logs.runner(), attempts, "no-such-run", EventSteps(tmp_path))
     first = run_logs.rank(0, attempt=0)
     for step in (1, 2, 3):
-        first.emit("step", iteration=step)
+        first.emit("step", iteration=step, loss=1.0)
     faults.tick()
     assert faults.armed[0].fired_at is None
-    run_logs.rank(0, attempt=1).emit("step", iteration=3)
+    run_logs.rank(0, attempt=1).emit("step", iteration=3, loss=1.0)
     faults.tick()
     assert faults.armed[0].fired_at is not None
     assert (attempts.running(), attempts.launcher()) == (1, 0)
