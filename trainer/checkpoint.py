@@ -22,6 +22,7 @@ import hashlib
 import json
 import logging
 import os
+import pickle
 import shutil
 import time
 from collections.abc import Sequence
@@ -46,7 +47,7 @@ MANIFEST = "manifest.json"
 
 
 class CheckpointError(RuntimeError):
-    """A checkpoint cannot be used (wrong world size, nothing loadable where `load` points)."""
+    """A checkpoint cannot be used (wrong world size, another model, nothing loadable where `load` points)."""
 
 
 class Checkpointable(Protocol):
@@ -138,6 +139,22 @@ class Candidate:
         return [p for p in self.folder.rglob("*") if p.is_file() and p.name != MANIFEST]
 
 
+def _refuse_another_model(folder: Path, model: dict[str, Any]) -> None:
+    """A checkpoint of another model (other sizes or layers) is named before DCP's load, which would fail
+    inside its collective planning with a traceback."""
+    try:
+        saved = dcp.FileSystemReader(str(folder)).read_metadata().state_dict_metadata
+    except (OSError, ValueError, EOFError, pickle.UnpicklingError) as e:
+        raise CheckpointError(f"{folder}: unreadable checkpoint metadata ({e})") from None
+    for name, tensor in model.items():
+        size = getattr(saved.get(f"model.{name}"), "size", None)
+        if size is None or tuple(size) != tuple(tensor.shape):
+            there = "missing" if size is None else f"of shape {list(size)}"
+            raise CheckpointError(
+                f"{folder}: model.{name} is {there} there, {list(tensor.shape)} in this model (a checkpoint of another model?)"
+            )
+
+
 @dataclass
 class _PendingSave:
     iteration: int
@@ -195,6 +212,7 @@ class Checkpointer:
         if not rank_file.is_file():
             raise CheckpointError(f"{folder}: no state for rank {self.rank} (saved with another world size?)")
         sharded = state.sharded_state_dict()
+        _refuse_another_model(folder, sharded["model"])
         dcp.load(sharded, checkpoint_id=str(folder))
         self._on_load(LoadPhase.READ, [Candidate(iteration, folder)])
         state.load_sharded_state_dict(sharded)

@@ -1,4 +1,6 @@
-"""The trainer's command line. Config errors exit 2 with one line naming the key, before anything is written."""
+"""The trainer's command line. Config errors exit 2 with one line per problem, naming the key, before
+training starts (trainer/session.py reports those met once the process group is up, and unusable
+checkpoints, the same way)."""
 
 from __future__ import annotations
 
@@ -24,11 +26,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        cfg = load_config(args.recipe, args.config, args.overrides)
-    except ConfigError as e:
-        print(f"trainer: error: {e}", file=sys.stderr)
+        return run(load_config(args.recipe, args.config, args.overrides))
+    except ConfigError as e:  # the config, or the machine it asks for (dist.device=cuda without CUDA)
+        for problem in e.problems:
+            print(f"trainer: error: {problem}", file=sys.stderr)
         return 2
-    return run(cfg)
 
 
 def run(cfg: TrainerConfig) -> int:

@@ -2,8 +2,10 @@
 builds them from a recipe, a YAML file and dotted overrides).
 
 Every section checks its own values and TrainerConfig the cross-field rules; a bad value raises
-:class:`ConfigError` with a one-line message naming it. This module imports no torch, so the chaos layer
-can validate a scenario's overrides before anything is launched.
+:class:`ConfigError` with a one-line message naming it. These are all the checks the trainer makes of its
+config (torch's own among them: the optimizer's ranges, dropout probabilities), so that a config that
+builds also starts; the one check that needs the world size is ``TrainConfig.global_batch``. This module
+imports no torch, so the chaos layer can validate a scenario's overrides before anything is launched.
 """
 
 from __future__ import annotations
@@ -11,14 +13,22 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import signal
 from dataclasses import dataclass, field
 from typing import Literal
 
 from trainer.plugins import installed_components
 
+SEED_MAX = 2**32 - 1
+"""numpy's seeds are 32-bit."""
+
 
 class ConfigError(ValueError):
-    """A config key or value is wrong; the message names it and says what was expected."""
+    """Config keys or values are wrong: one line per problem, each naming the key and what was expected."""
+
+    def __init__(self, *problems: str):
+        super().__init__("\n".join(problems))
+        self.problems = problems
 
 
 @dataclass(kw_only=True)
@@ -44,9 +54,16 @@ class ModelConfig:
     """Deterministic kernels on GPU (math attention, deterministic cuBLAS), so a resumed run is bit-identical."""
 
     def __post_init__(self) -> None:
-        for key in ("num_layers", "hidden_size", "num_attention_heads", "seq_length", "vocab_size"):
-            if getattr(self, key) < 1:
+        for key in ("num_layers", "hidden_size", "num_attention_heads", "seq_length", "ffn_hidden_size"):
+            if getattr(self, key) is not None and getattr(self, key) < 1:
                 raise ConfigError(f"model.{key}: must be >= 1, got {getattr(self, key)}")
+        if self.vocab_size < 256:
+            raise ConfigError(f"model.vocab_size: must be >= 256 (the tokenizer is byte-level), got {self.vocab_size}")
+        for key in ("hidden_dropout", "attention_dropout"):
+            if not 0 <= getattr(self, key) <= 1:
+                raise ConfigError(f"model.{key}: a probability in [0, 1], got {getattr(self, key)}")
+        if self.init_method_std < 0:
+            raise ConfigError(f"model.init_method_std: must be >= 0, got {self.init_method_std}")
         if self.hidden_size % self.num_attention_heads:
             raise ConfigError(
                 f"model.hidden_size ({self.hidden_size}) must be divisible by "
@@ -65,6 +82,15 @@ class DatasetConfig:
     seed: int | None = None
     """Corpus seed; defaults to rng.seed."""
 
+    def __post_init__(self) -> None:
+        if self.seed is not None:
+            check_seed("dataset.seed", self.seed)
+
+
+def check_seed(key: str, seed: int) -> None:
+    if not 0 <= seed <= SEED_MAX:
+        raise ConfigError(f"{key}: must be in [0, 2**32 - 1], got {seed}")
+
 
 @dataclass(kw_only=True)
 class TrainConfig:
@@ -78,6 +104,34 @@ class TrainConfig:
     exit_interval: int | None = None
     """Stop (after saving) once iteration % exit_interval == 0, as Megatron's --exit-interval."""
 
+    def __post_init__(self) -> None:
+        parse_signal(self.exit_signal)
+        if self.exit_interval is not None and self.exit_interval < 1:
+            raise ConfigError(f"train.exit_interval: must be >= 1 or null, got {self.exit_interval}")
+
+    def global_batch(self, world_size: int) -> int:
+        """The global batch of a data-parallel world of `world_size` (given, or one micro-batch per rank);
+        ConfigError when it does not split into whole micro-batches on every rank. The trainer checks it at
+        start, the harness when it validates a scenario (its world size)."""
+        gbs = self.global_batch_size or self.micro_batch_size * world_size
+        if gbs % (self.micro_batch_size * world_size):
+            raise ConfigError(
+                f"train.global_batch_size ({gbs}) must be a multiple of micro_batch_size x world size "
+                f"({self.micro_batch_size} x {world_size})"
+            )
+        return gbs
+
+
+def parse_signal(name: str) -> signal.Signals:
+    """`SIGTERM`, `SIGUSR1`, ... as a signal (train.exit_signal); SIGKILL and SIGSTOP cannot be handled."""
+    try:
+        sig = signal.Signals[name]
+    except KeyError:
+        raise ConfigError(f"train.exit_signal: unknown signal {name!r} (e.g. SIGTERM, SIGUSR1)") from None
+    if sig in (signal.SIGKILL, signal.SIGSTOP):
+        raise ConfigError(f"train.exit_signal: {name} cannot be caught; use SIGTERM, SIGINT or SIGUSR1/2")
+    return sig
+
 
 @dataclass(kw_only=True)
 class OptimizerConfig:
@@ -89,6 +143,16 @@ class OptimizerConfig:
     adam_beta2: float = 0.95
     adam_eps: float = 1e-8
     clip_grad: float = 1.0
+    """0 or less: no clipping."""
+
+    def __post_init__(self) -> None:
+        """The ranges torch's optimizers refuse at construction, refused here first."""
+        for key in ("lr", "min_lr", "weight_decay", "adam_eps"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"optimizer.{key}: must be >= 0, got {getattr(self, key)}")
+        for key in ("adam_beta1", "adam_beta2"):
+            if not 0 <= getattr(self, key) < 1:
+                raise ConfigError(f"optimizer.{key}: must be in [0, 1), got {getattr(self, key)}")
 
 
 @dataclass(kw_only=True)
@@ -97,6 +161,10 @@ class SchedulerConfig:
     lr_warmup_iters: int = 2
     lr_decay_iters: int | None = None
     """Defaults to train.train_iters."""
+
+    def __post_init__(self) -> None:
+        if self.lr_warmup_iters < 0:
+            raise ConfigError(f"scheduler.lr_warmup_iters: must be >= 0, got {self.lr_warmup_iters}")
 
 
 @dataclass(kw_only=True)
@@ -114,10 +182,17 @@ class CheckpointConfig:
     verify_on_load: bool = True
     """Check every file against the manifest's sha256 before loading."""
 
+    def __post_init__(self) -> None:
+        if self.most_recent_k == 0 or self.most_recent_k < -1:
+            raise ConfigError(f"checkpoint.most_recent_k: -1 (keep all) or >= 1, got {self.most_recent_k}")
+
 
 @dataclass(kw_only=True)
 class RNGConfig:
     seed: int = 1234
+
+    def __post_init__(self) -> None:
+        check_seed("rng.seed", self.seed)
 
 
 @dataclass(kw_only=True)
@@ -133,6 +208,12 @@ class DistConfig:
     """'auto': NCCL when CUDA is available, else gloo."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     distributed_timeout_minutes: int = 10
+
+    def __post_init__(self) -> None:
+        if self.distributed_backend == "nccl" and self.device == "cpu":
+            raise ConfigError("dist.distributed_backend=nccl needs GPUs: set dist.device to cuda (or auto), or use gloo")
+        if self.distributed_timeout_minutes < 1:
+            raise ConfigError(f"dist.distributed_timeout_minutes: must be >= 1, got {self.distributed_timeout_minutes}")
 
 
 @dataclass(kw_only=True)

@@ -1,6 +1,9 @@
 """The one config loader: a recipe (``--recipe``), then a YAML file (``--config``), then dotted overrides
 (``train.train_iters=20``); later ones win. Every key and value is checked against the dataclasses of
 trainer/config.py; an unknown key or a bad value raises :class:`ConfigError` naming it. No torch here.
+
+``read_yaml`` is the one reader of YAML files (the trainer's config, the harness's scenario files): safe
+loading (libyaml's when PyYAML has it: about ten times faster), a size cap, and one line per problem.
 """
 
 from __future__ import annotations
@@ -74,20 +77,37 @@ def _flatten(tree: Any, source: str, prefix: str = "") -> dict[str, Any]:
 
 
 def build_config(values: dict[str, Any]) -> TrainerConfig:
-    """Build a TrainerConfig from flat dotted keys; every key and value is checked."""
+    """Build a TrainerConfig from flat dotted keys; every key and value is checked, and every problem found
+    is reported (each key, each section's own rules; the cross-field rules once the sections are whole)."""
     sections: dict[str, dict[str, Any]] = {}
+    problems: list[str] = []
     for dotted, value in values.items():
-        section, _, name = dotted.partition(".")
-        if section not in SECTIONS:
-            raise ConfigError(f"unknown config section {section!r} in key {dotted!r}; known: {sorted(SECTIONS)}")
-        types_ = _field_types(SECTIONS[section])
-        if name not in types_:
-            raise ConfigError(f"unknown config key {dotted!r}; {section} has: {sorted(types_)}")
-        sections.setdefault(section, {})[name] = _coerce(dotted, value, types_[name])
-    try:
-        return TrainerConfig(**{s: SECTIONS[s](**kw) for s, kw in sections.items()})
-    except TypeError as e:  # pragma: no cover - guarded by the key checks above
-        raise ConfigError(str(e)) from None
+        try:
+            section, name, checked = _checked(dotted, value)
+        except ConfigError as e:
+            problems += e.problems
+            continue
+        sections.setdefault(section, {})[name] = checked
+    built = {}
+    for section, kw in sections.items():
+        try:
+            built[section] = SECTIONS[section](**kw)
+        except ConfigError as e:
+            problems += e.problems
+    if problems:
+        raise ConfigError(*problems)
+    return TrainerConfig(**built)
+
+
+def _checked(dotted: str, value: Any) -> tuple[str, str, Any]:
+    """(section, key, value as the field's type) of one dotted key; ConfigError when either is wrong."""
+    section, _, name = dotted.partition(".")
+    if section not in SECTIONS:
+        raise ConfigError(f"unknown config section {section!r} in key {dotted!r}; known: {sorted(SECTIONS)}")
+    types_ = _field_types(SECTIONS[section])
+    if name not in types_:
+        raise ConfigError(f"unknown config key {dotted!r}; {section} has: {sorted(types_)}")
+    return section, name, _coerce(dotted, value, types_[name])
 
 
 def parse_override(text: str) -> tuple[str, Any]:
@@ -108,16 +128,73 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key.strip(), value
 
 
-def load_yaml(path: str | Path) -> dict[str, Any]:
-    """Read a config YAML file (safe loader) into flat dotted keys."""
+MAX_YAML_BYTES = 1 << 20
+"""The largest YAML file read (1 MiB): configs and scenarios are a few KiB; pure-Python YAML took 184 s over
+a 27 MB one, which is a mistake, not a config."""
+MAX_YAML_VALUES = 100_000
+"""The most values a YAML file may hold once its aliases are expanded (a few lines of anchors can stand for
+billions of values, and every reader walks them)."""
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def read_yaml(path: str | Path) -> Any:
+    """A YAML file's data, safely loaded; ConfigError with one line, ``<file>: <problem>``, when the file
+    cannot be read, is larger than MAX_YAML_BYTES, is not UTF-8 or not YAML, or expands past MAX_YAML_VALUES."""
     p = Path(path)
     try:
-        tree = yaml.safe_load(p.read_text())
+        with open(p, "rb") as f:
+            raw = f.read(MAX_YAML_BYTES + 1)
     except OSError as e:
-        raise ConfigError(f"cannot read config file {p}: {e.strerror}") from None
+        raise ConfigError(f"{p}: cannot read ({e.strerror or e})") from None
+    if len(raw) > MAX_YAML_BYTES:
+        size = p.stat().st_size if p.is_file() else None
+        shown = f"{size / 1e6:.1f} MB" if size else f"more than {MAX_YAML_BYTES >> 20} MiB"
+        raise ConfigError(f"{p}: too large ({shown}); a YAML file read here is at most {MAX_YAML_BYTES >> 20} MiB")
+    try:
+        data = yaml.load(raw.decode("utf-8"), Loader=_LOADER)  # a safe loader: libyaml's or PyYAML's
+    except UnicodeDecodeError:
+        raise ConfigError(f"{p}: not a text file (not UTF-8)") from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"{p}: not valid YAML ({str(e).splitlines()[0]})") from None
-    return _flatten(tree or {}, str(p))
+        raise ConfigError(f"{p}: not valid YAML: {yaml_problem(e)}") from None
+    except RecursionError:
+        raise ConfigError(f"{p}: not valid YAML: nested too deeply") from None
+    except ValueError as e:  # PyYAML reads `2001-02-30` as a date, and datetime refuses it
+        raise ConfigError(f"{p}: not valid YAML: {e}") from None
+    if _more_values_than(data, MAX_YAML_VALUES):
+        raise ConfigError(f"{p}: its aliases expand it past {MAX_YAML_VALUES} values")
+    return data
+
+
+def yaml_problem(e: yaml.YAMLError) -> str:
+    """A YAML error as ``line L, column C: problem``."""
+    mark = getattr(e, "problem_mark", None)
+    problem = getattr(e, "problem", None) or str(e).partition("\n")[0] or type(e).__name__
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" if mark else problem
+
+
+def _more_values_than(data: Any, limit: int) -> bool:
+    """Whether `data`, walked as its readers walk it (a shared or recursive node once per reference), holds
+    more than `limit` values; stops counting at the limit."""
+    pending, seen = [data], 0
+    while pending:
+        node = pending.pop()
+        seen += 1
+        if seen > limit:
+            return True
+        if isinstance(node, dict):
+            pending += [*node.keys(), *node.values()]
+        elif isinstance(node, list):
+            pending += node
+    return False
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a config YAML file into flat dotted keys."""
+    tree = read_yaml(path)
+    try:
+        return _flatten(tree or {}, str(path))
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply") from None
 
 
 def load_config(

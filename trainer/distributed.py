@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 
 from runlog.env import STORE_PORT_VAR, launch_round
-from trainer.config import DistConfig
+from trainer.config import ConfigError, DistConfig
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,9 @@ def init_distributed(cfg: DistConfig, store: dist.Store | None = None) -> DistEn
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     want_cuda = wants_cuda(cfg)
     if want_cuda and not torch.cuda.is_available():
-        raise RuntimeError("dist.device=cuda but CUDA is not available on this machine")
+        raise ConfigError("dist.device=cuda: CUDA is not available on this machine")
+    if cfg.distributed_backend == "nccl" and not want_cuda:
+        raise ConfigError("dist.distributed_backend=nccl: no CUDA GPU on this machine; use gloo")
     if want_cuda:
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)

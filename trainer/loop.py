@@ -99,12 +99,7 @@ class Trainer:
         self.cfg, self.env, self.events, self.components = cfg, env, events, components
         self.iteration = 0
         tc = cfg.train
-        gbs = tc.global_batch_size or tc.micro_batch_size * env.world_size
-        if gbs % (tc.micro_batch_size * env.world_size):
-            raise ConfigError(
-                f"train.global_batch_size ({gbs}) must be a multiple of micro_batch_size x world size "
-                f"({tc.micro_batch_size} x {env.world_size})"
-            )
+        gbs = tc.global_batch(env.world_size)
         if cfg.model.deterministic_mode and env.device.type == "cuda":
             use_deterministic_kernels()
         torch.manual_seed(cfg.rng.seed)

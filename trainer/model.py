@@ -63,10 +63,11 @@ class Block(nn.Module):
 
 
 def _te_block(cfg: ModelConfig) -> nn.Module:
-    """One Transformer Engine layer; TE raises RuntimeError as well as ImportError when it is broken."""
+    """One Transformer Engine layer. A broken TE raises ImportError, RuntimeError, or OSError (its shared
+    libraries beside a different cuDNN or CUDA)."""
     try:
         import transformer_engine.pytorch as te
-    except (ImportError, RuntimeError) as e:
+    except (ImportError, RuntimeError, OSError) as e:
         raise ConfigError(f"model.impl=te: Transformer Engine is not usable here ({e}); use model.impl=torch") from None
     return te.TransformerLayer(
         cfg.hidden_size,

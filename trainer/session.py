@@ -11,6 +11,7 @@ import torch.distributed as dist
 
 from runlog.log import EventLog
 from runlog.records import Exit, ExitOnError, RunStart
+from trainer.checkpoint import CheckpointError
 from trainer.components import Component
 from trainer.config import ConfigError, TrainerConfig
 from trainer.distributed import DistEnv, init_distributed
@@ -75,7 +76,7 @@ class TrainingSession:
             rerun = next((c for c in self.components if isinstance(c, RerunStateMachine)), None)
             self.trainer = Trainer(self.cfg, self.env, self.events, self.components, step_runner=rerun)
             reason = self.trainer.train()
-        except ConfigError as e:
+        except (ConfigError, CheckpointError) as e:  # bad input: a config, a checkpoint to load
             print(f"trainer: error: {e}", file=sys.stderr)
             self.events.write(ExitOnError("error", 2, self._iteration(), str(e)))
             return 2

@@ -15,18 +15,7 @@ from types import FrameType
 from runlog.log import EventLog
 from runlog.records import SignalReceived
 from trainer.components import Component
-from trainer.config import ConfigError
-
-
-def parse_signal(name: str) -> signal.Signals:
-    """`SIGTERM`, `SIGUSR1`, ... as a signal; SIGKILL and SIGSTOP cannot be handled and are refused."""
-    try:
-        sig = signal.Signals[name]
-    except KeyError:
-        raise ConfigError(f"train.exit_signal: unknown signal {name!r} (e.g. SIGTERM, SIGUSR1)") from None
-    if sig in (signal.SIGKILL, signal.SIGSTOP):
-        raise ConfigError(f"train.exit_signal: {name} cannot be caught; use SIGTERM, SIGINT or SIGUSR1/2")
-    return sig
+from trainer.config import parse_signal
 
 
 class Preemption(Component):

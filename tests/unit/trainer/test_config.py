@@ -117,7 +117,7 @@ def test_the_file_is_as_strict_as_an_override(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "expected"),
     [
-        ("train: [1,\n", "not valid YAML ("),
+        ("train: [1,\n", "not valid YAML: line 2, column 1: "),
         ("- train\n", "top level must be a mapping, got list"),
         ("trainer:\n  train_iters: 3\n", "unknown config section 'trainer'"),
         ("train: 5\n", "unknown config key 'train'"),
@@ -131,7 +131,7 @@ def test_an_invalid_yaml_file_is_a_config_error(tmp_path: Path, content: str, ex
 
 def test_an_unreadable_file_is_a_config_error_naming_it(tmp_path: Path) -> None:
     missing = tmp_path / "missing.yaml"
-    assert config_error(config_file=str(missing)) == f"cannot read config file {missing}: No such file or directory"
+    assert config_error(config_file=str(missing)) == f"{missing}: cannot read (No such file or directory)"
 
 
 def test_build_config_takes_flat_dotted_keys() -> None:

@@ -68,3 +68,19 @@ def test_te_impl_without_transformer_engine_is_a_config_error():
     assert "Transformer Engine is not usable here" in message
     assert "use model.impl=torch" in message
     assert "\n" not in message
+
+
+def test_te_whose_libraries_do_not_load_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TE installed beside another cuDNN: its import raises OSError (a shared library that does not load)."""
+    import builtins
+
+    real_import = builtins.__import__
+
+    def broken_te(name: str, *args, **kwargs):
+        if name.startswith("transformer_engine"):
+            raise OSError("libcudnn_graph.so.9: cannot open shared object file: No such file or directory")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", broken_te)
+    with pytest.raises(ConfigError, match=r"^model.impl=te: Transformer Engine is not usable here \(libcudnn_graph"):
+        model(impl="te")

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from runlog.log import EventLog
-from trainer.config import ConfigError
-from trainer.resiliency.preemption import Preemption, parse_signal
+from trainer.config import ConfigError, parse_signal
+from trainer.resiliency.preemption import Preemption
 
 
 def test_preemption_records_and_reports_once(tmp_path: Path) -> None:
