@@ -1,11 +1,15 @@
-"""The schema's footing: strict models (frozen, unknown keys refused with the known ones named)."""
+"""The schema's footing: strict models (frozen, unknown keys refused with the known ones named), and the
+error a model's cross-field rules raise with every problem they found."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+RULE = "scenario_rule"
+"""The pydantic error type of a broken cross-field rule (its message is the whole problem)."""
 
 
 def show(value: Any) -> str:
@@ -24,8 +28,18 @@ class Strict(BaseModel):
     def _known_keys(cls, data: Any) -> Any:
         # Before pydantic's own extra="forbid" check, whose message does not say which keys exist.
         if isinstance(data, dict):
-            for key in data:
-                if key not in cls.model_fields:
-                    ctx = {"key": key, "known": ", ".join(cls.model_fields)}
-                    raise PydanticCustomError("unknown_key", "unknown key; known: {known}", ctx)
+            known = ", ".join(cls.model_fields)
+            unknown = [
+                InitErrorDetails(type=PydanticCustomError("unknown_key", "unknown key; known: {known}", {"key": key, "known": known}), loc=(), input=data)
+                for key in data if key not in cls.model_fields
+            ]
+            if unknown:
+                raise ValidationError.from_exception_data(cls.__name__, unknown)
         return data
+
+
+def rules_broken(problems: list[str]) -> ValidationError:
+    """The error of a model validator whose rules found `problems` (each ``field.path: problem``): pydantic
+    merges its errors with the others it collects."""
+    errors = [InitErrorDetails(type=PydanticCustomError(RULE, "{problem}", {"problem": p}), loc=(), input=None) for p in problems]
+    return ValidationError.from_exception_data("rules", errors)

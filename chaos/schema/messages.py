@@ -5,10 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import yaml
 from pydantic_core import ErrorDetails
 
-from chaos.schema.base import show
+from chaos.schema.base import RULE, show
 
 # The errors that say what was expected; every other pydantic message is reworded from "Input should ...".
 _EXPECTED = {
@@ -57,6 +56,8 @@ def describe(error: ErrorDetails) -> str:
         problem = "required"
     elif kind == "missing":
         problem = "required"
+    elif kind == RULE:
+        problem = error["msg"]
     elif kind == "value_error":
         problem = error["msg"].removeprefix("Value error, ")
     elif path and path[-1] == "[key]":
@@ -67,9 +68,3 @@ def describe(error: ErrorDetails) -> str:
         problem = f"{expected}, got {show(error['input'])}"
     where = _render(path)
     return f"{where}: {problem}" if where else problem
-
-
-def yaml_problem(e: yaml.YAMLError) -> str:
-    mark = getattr(e, "problem_mark", None)
-    problem = getattr(e, "problem", None) or str(e).partition("\n")[0] or type(e).__name__
-    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" if mark else problem

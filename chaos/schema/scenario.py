@@ -1,9 +1,9 @@
 """The scenario schema and its loader: what to break and what recovery to expect.
 
 Strict by design: an unknown key, a wrong type, a rank outside the world, a step past train_iters or a
-limit that cannot hold is a :class:`ScenarioError` raised before anything is launched. Its message is one
-line, ``<file>: <field path>: <problem>``, with the path as the author wrote it (``faults[0].rank``).
-docs/scenarios.md documents every field.
+limit that cannot hold is a :class:`ScenarioError` raised before anything is launched. It holds every
+problem the file has, one line each, ``<file>: <field path>: <problem>``, with the path as the author wrote
+it (``faults[0].rank``). docs/scenarios.md documents every field.
 """
 
 from __future__ import annotations
@@ -11,32 +11,46 @@ from __future__ import annotations
 import math
 import random
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BeforeValidator, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from chaos.schema.base import Strict, show
+from chaos.errors import BadInput
+from chaos.schema.base import Strict, rules_broken, show
 from chaos.schema.expect import Expect
 from chaos.schema.faults import Fault
 from chaos.schema.ft_options import FTLauncherOptions
-from chaos.schema.messages import describe, yaml_problem
+from chaos.schema.messages import describe
 from chaos.schema.plan import PlannedFault, Side
 from runlog.layout import RunFolder
 from trainer.config import ConfigError, TrainerConfig
-from trainer.config_loader import load_config
+from trainer.config_loader import load_config, read_yaml
 from trainer.recipes import recipe_values
 
 
-class ScenarioError(ValueError):
-    """A scenario file is wrong; the message is one line: ``<file>: <field path>: <problem>``."""
+class ScenarioError(BadInput):
+    """A scenario file is wrong: one line per problem, ``<file>: <field path>: <problem>``."""
 
 
 SCHEMA_VERSION = 1
 RUNNER_KEYS = ("checkpoint.save", "logger.run_dir", "fault_injection.component", "fault_injection.plan")
 """Trainer settings the runner sets (paths into the run folder, the injector that fires the plan); a scenario
 may not set them: it never names code to run."""
+UNCHECKED = "unchecked"
+"""The validation context's key for the fields left at their defaults because they are broken (parse_scenario)."""
+RULE_INPUTS = frozenset({"recipe", "trainer", "world_size", "nodes", "procs_per_node", "command", "step_pattern"})
+"""Fields most cross-field rules read: while one is broken, the rules wait until it is fixed."""
 
 
 def _override_value(value: Any) -> Any:
@@ -107,24 +121,42 @@ class Scenario(Strict):
         recipe_values(recipe)
         return recipe
 
+    _unchecked: frozenset[str] = PrivateAttr(default=frozenset())
+
     @model_validator(mode="after")
-    def _consistent(self) -> Scenario:
-        for key in RUNNER_KEYS:
-            if key in self.trainer:
-                raise ValueError(f"trainer.{key}: set by the runner (inside the run folder); leave it out")
+    def _consistent(self, info: ValidationInfo) -> Scenario:
+        """Every cross-field rule, each problem one error; the rules that read a field in the context's
+        UNCHECKED (broken, left at its default) are not applied."""
+        self._unchecked = frozenset((info.context or {}).get(UNCHECKED, ()))
+        problems = [f"trainer.{key}: set by the runner (inside the run folder); leave it out" for key in RUNNER_KEYS if key in self.trainer]
+        if not problems:
+            problems += self._config_problems()
+        if not problems:
+            problems += [*self._check_faults(), *self._check_expect()]
+        problems += [*self._check_command(), *self._check_nodes()]
+        if self.relaunch_env and not self.relaunch:
+            problems.append("relaunch_env: set relaunch: true as well (it is the relaunch's environment)")
+        if problems:
+            raise rules_broken(problems)
+        return self
+
+    def _config_problems(self) -> list[str]:
+        """Build the trainer config (the trainer's own loader), and apply the checks the trainer makes of it
+        at start for this world; the problems, if it cannot run."""
         try:
             self._config = load_config(self.recipe, None, self.trainer_overrides())
-        except (ConfigError, ArithmeticError) as e:
-            # ArithmeticError: values trainer.config does not catch itself (num_attention_heads 0, an integer
-            # too large for a float field); still a one-line error, never a traceback.
-            raise ValueError(f"trainer: {e}") from None
-        self._check_faults()
-        self._check_expect()
-        self._check_command()
-        self._check_nodes()
-        if self.relaunch_env and not self.relaunch:
-            raise ValueError("relaunch_env: set relaunch: true as well (it is the relaunch's environment)")
-        return self
+            self._config.train.global_batch(self.world_size)
+        except ConfigError as e:
+            return [f"trainer: {problem}" for problem in e.problems]
+        except ArithmeticError as e:
+            # Values trainer.config does not catch itself (num_attention_heads 0, an integer too large for a
+            # float field); still a one-line error, never a traceback.
+            return [f"trainer: {e}"]
+        return []
+
+    def _checked(self, *fields: str) -> bool:
+        """Whether none of `fields` is broken (see UNCHECKED): a rule that reads one waits for it."""
+        return not self._unchecked.intersection(fields)
 
     @property
     def runs_alone(self) -> bool:
@@ -137,50 +169,49 @@ class Scenario(Strict):
         """Ranks per node (procs_per_node, or world_size / nodes)."""
         return self.procs_per_node or self.world_size // self.nodes
 
-    def _check_nodes(self) -> None:
+    def _check_nodes(self) -> Iterator[str]:
         """A multi-node scenario: a world that splits evenly over its nodes, and node faults that name one."""
         if self.nodes * self.node_size != self.world_size:
-            raise ValueError(
-                f"world_size: {self.world_size} is not nodes ({self.nodes}) x procs_per_node ({self.node_size})"
-            )
+            yield f"world_size: {self.world_size} is not nodes ({self.nodes}) x procs_per_node ({self.node_size})"
         if self.nodes > 1 and (self.command is not None or self.relaunch):
-            raise ValueError("nodes: a multi-node scenario runs this project's trainer, without command or relaunch")
+            yield "nodes: a multi-node scenario runs this project's trainer, without command or relaunch"
         if self.spares and self.nodes == 1:
-            raise ValueError("spares: hot spares join a multi-node rendezvous; set nodes to 2 or more")
+            yield "spares: hot spares join a multi-node rendezvous; set nodes to 2 or more"
         killed: set[int] = set()
         for i, fault in enumerate(self.faults):
             if fault.planned.side is not Side.NODE:
                 continue
             if fault.rank is not None:
-                raise ValueError(f"faults[{i}].rank: a {fault.type} fault names a node, not a rank")
+                yield f"faults[{i}].rank: a {fault.type} fault names a node, not a rank"
             if fault.node >= self.nodes:
-                raise ValueError(f"faults[{i}].node: {fault.node} is not a node of the run (nodes {self.nodes})")
+                yield f"faults[{i}].node: {fault.node} is not a node of the run (nodes {self.nodes})"
             if fault.type == "node_rejoin" and fault.node not in killed:
-                raise ValueError(f"faults[{i}].node: node_rejoin replaces a node an earlier node_killed fault lost")
+                yield f"faults[{i}].node: node_rejoin replaces a node an earlier node_killed fault lost"
             if fault.type == "node_killed":
                 killed.add(fault.node)
 
-    def _check_command(self) -> None:
+    def _check_command(self) -> Iterator[str]:
         if self.command is None:
             if self.step_pattern is not None:
-                raise ValueError("step_pattern: only for a `command` (the trainer writes step events)")
+                yield "step_pattern: only for a `command` (the trainer writes step events)"
             return
         if self.trainer:
-            raise ValueError("trainer: a `command` scenario runs its own command; leave trainer overrides out")
+            yield "trainer: a `command` scenario runs its own command; leave trainer overrides out"
         if self.expect.baseline is not None:
-            raise ValueError("expect.baseline: needs this project's trainer (a `command` writes no final weights)")
+            yield "expect.baseline: needs this project's trainer (a `command` writes no final weights)"
         for i, fault in enumerate(self.faults):
             if fault.planned.side is not Side.RUNNER:
-                raise ValueError(f"faults[{i}].type: {fault.type} fires inside this project's trainer; a `command` takes signal faults only")
+                yield f"faults[{i}].type: {fault.type} fires inside this project's trainer; a `command` takes signal faults only"
         if self.step_pattern is not None:
             try:
                 pattern = re.compile(self.step_pattern)
             except re.error as e:
-                raise ValueError(f"step_pattern: not a regular expression ({e})") from None
+                yield f"step_pattern: not a regular expression ({e})"
+                return
             if "step" not in pattern.groupindex:
-                raise ValueError("step_pattern: needs a named group (?P<step>\\d+)")
+                yield "step_pattern: needs a named group (?P<step>\\d+)"
         elif any(f.at_step is not None for f in self.faults):
-            raise ValueError("step_pattern: required when a fault of a `command` fires at_step")
+            yield "step_pattern: required when a fault of a `command` fires at_step"
 
     def last_attempt(self) -> tuple[int | None, str]:
         """The highest attempt the run can reach (None: no bound), and why.
@@ -199,57 +230,62 @@ class Scenario(Strict):
             return None, why + ", in-process restarts unbounded"
         return rounds * per_round - 1, why + f", inprocess_restart.max_iterations {per_round}"
 
-    def _check_faults(self) -> None:
+    def _checked_last_attempt(self) -> tuple[int | None, str]:
+        """last_attempt(), or no bound while max_restarts or relaunch is broken."""
+        return self.last_attempt() if self._checked("max_restarts", "relaunch") else (None, "")
+
+    def _check_faults(self) -> Iterator[str]:
         cfg = self.config
         iters, world = cfg.train.train_iters, self.world_size
         sim_rank = cfg.ft.simulated_fault_rank
-        last, why = self.last_attempt()
+        last, why = self._checked_last_attempt()
+        deadline = self._checked("deadline_s")
         if sim_rank is not None and not 0 <= sim_rank < world:
-            raise ValueError(f"trainer.ft.simulated_fault_rank: {sim_rank} is outside the world (world_size {world})")
+            yield f"trainer.ft.simulated_fault_rank: {sim_rank} is outside the world (world_size {world})"
         for i, fault in enumerate(self.faults):
             if fault.rank is not None and fault.rank >= world:
-                raise ValueError(f"faults[{i}].rank: {fault.rank} is outside the world (world_size {world})")
+                yield f"faults[{i}].rank: {fault.rank} is outside the world (world_size {world})"
             for r in getattr(fault, "ranks", None) or ():
                 if r >= world:
-                    raise ValueError(f"faults[{i}].ranks: {r} is outside the world (world_size {world})")
+                    yield f"faults[{i}].ranks: {r} is outside the world (world_size {world})"
             if fault.type != "random" and fault.rank is None and fault.planned.side is Side.RANK:
-                raise ValueError(f"faults[{i}].rank: required for {fault.type} (only random may leave it out)")
+                yield f"faults[{i}].rank: required for {fault.type} (only random may leave it out)"
             if fault.at_step is not None and self.command is None and fault.at_step > iters:
-                raise ValueError(f"faults[{i}].at_step: {fault.at_step} is past train.train_iters ({iters})")
+                yield f"faults[{i}].at_step: {fault.at_step} is past train.train_iters ({iters})"
             interval = cfg.checkpoint.save_interval
             if fault.type == "fault_during_checkpoint" and fault.at_step and not (interval and fault.at_step % interval == 0):
-                raise ValueError(f"faults[{i}].at_step: {fault.at_step} is not a checkpoint step (save_interval {interval})")
-            if fault.after_s is not None and fault.after_s >= self.deadline_s:
-                raise ValueError(f"faults[{i}].after_s: {fault.after_s:g} is past deadline_s ({self.deadline_s:g})")
+                yield f"faults[{i}].at_step: {fault.at_step} is not a checkpoint step (save_interval {interval})"
+            if deadline and fault.after_s is not None and fault.after_s >= self.deadline_s:
+                yield f"faults[{i}].after_s: {fault.after_s:g} is past deadline_s ({self.deadline_s:g})"
             if last is not None and fault.attempt > last:
-                raise ValueError(f"faults[{i}].attempt: {fault.attempt} is past the run's last attempt ({last}: {why})")
+                yield f"faults[{i}].attempt: {fault.attempt} is past the run's last attempt ({last}: {why})"
 
-    def _check_expect(self) -> None:
+    def _check_expect(self) -> Iterator[str]:
         cfg = self.config
         e, iters = self.expect, cfg.train.train_iters
         if e.completed_steps is not None and self.command is None and e.completed_steps > iters:
-            raise ValueError(f"expect.completed_steps: {e.completed_steps} is past train.train_iters ({iters})")
+            yield f"expect.completed_steps: {e.completed_steps} is past train.train_iters ({iters})"
         if e.resumed_from_step is not None:
             interval = cfg.checkpoint.save_interval
             if e.resumed_from_step > 0 and not interval:
-                raise ValueError("expect.resumed_from_step: the trainer saves no checkpoints (set checkpoint.save_interval)")
-            if e.resumed_from_step > iters or (interval and e.resumed_from_step % interval):
-                raise ValueError(
+                yield "expect.resumed_from_step: the trainer saves no checkpoints (set checkpoint.save_interval)"
+            elif e.resumed_from_step > iters or (interval and e.resumed_from_step % interval):
+                yield (
                     f"expect.resumed_from_step: {e.resumed_from_step} is not a checkpoint step "
                     f"(save_interval {interval}, train_iters {iters})"
                 )
-        last, why = self.last_attempt()
+        last, why = self._checked_last_attempt()
         if e.restarts is not None and e.restarts.min is not None and last is not None and e.restarts.min > last:
-            raise ValueError(f"expect.restarts: min {e.restarts.min:g} is past the run's last attempt ({last}: {why})")
+            yield f"expect.restarts: min {e.restarts.min:g} is past the run's last attempt ({last}: {why})"
         if e.lost_steps is not None and e.lost_steps.min is not None and e.lost_steps.min > iters:
-            raise ValueError(f"expect.lost_steps: min {e.lost_steps.min:g} exceeds train.train_iters ({iters})")
+            yield f"expect.lost_steps: min {e.lost_steps.min:g} exceeds train.train_iters ({iters})"
         for name in ("time_to_detect_s", "time_to_recover_s"):
             limit = getattr(e, name)
-            if limit is not None and limit.min is not None and limit.min > self.deadline_s:
-                raise ValueError(f"expect.{name}: min {limit.min:g} is beyond deadline_s ({self.deadline_s:g})")
+            if self._checked("deadline_s") and limit is not None and limit.min is not None and limit.min > self.deadline_s:
+                yield f"expect.{name}: min {limit.min:g} is beyond deadline_s ({self.deadline_s:g})"
         bounds = (e.goodput.min, e.goodput.max) if e.goodput is not None else ()
         if any(v is not None and not 0 <= v <= 1 for v in bounds):
-            raise ValueError("expect.goodput: min and max must lie within [0, 1]")
+            yield "expect.goodput: min and max must lie within [0, 1]"
 
 
 def _yaml_scalar(value: Any) -> str:
@@ -268,40 +304,67 @@ def _is_number_word(text: str) -> bool:
     return True
 
 
-def parse_scenario(data: Any, source: str) -> Scenario:
-    """Validate already-loaded data; every error is one line that starts with `source`."""
+def parse_scenario(data: Any, source: str, *, stem: str | None = None) -> Scenario:
+    """Validate already-loaded data; every problem is one line that starts with `source`. `stem`: the file
+    name (without .yaml) the scenario's name must equal."""
     if not isinstance(data, dict):
         raise ScenarioError(f"{source}: a scenario must be a mapping of fields, got {show(data)}")
     version = data.get("schema_version", SCHEMA_VERSION)
     if type(version) is not int or version != SCHEMA_VERSION:
         raise ScenarioError(f"{source}: schema_version: {show(version)} is not supported (use {SCHEMA_VERSION})")
-    try:
-        return Scenario.model_validate(data)
-    except ValidationError as e:
-        raise ScenarioError(f"{source}: {describe(e.errors()[0])}") from None
+    name = data.get("name")
+    scenario, problems = _every_problem(data)
+    if stem and isinstance(name, str) and name != stem:
+        problems.append(f"name: {name!r} does not match the file name {stem!r}")
+    if scenario is None or problems:
+        raise ScenarioError(*(f"{source}: {problem}" for problem in dict.fromkeys(problems)))
+    return scenario
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate one scenario file (YAML, safe loader); its `name` must be the file's stem."""
+def _every_problem(data: dict[Any, Any]) -> tuple[Scenario | None, list[str]]:
+    """The scenario, or every problem of `data`. pydantic checks every field at once, but the cross-field
+    rules only once every field is valid, and nothing past an unknown key; so the data is validated again
+    without the broken fields (left at their defaults) until no new field breaks. Each round adds its field
+    errors, and the rules' problems while no RULE_INPUTS field is broken (a rule that reads another broken
+    field is not applied: UNCHECKED)."""
+    problems: list[str] = []
+    broken: set[Any] = set()
+    while True:
+        try:
+            scenario = Scenario.model_validate(
+                {k: v for k, v in data.items() if k not in broken}, context={UNCHECKED: frozenset(broken)}
+            )
+            return (None if broken else scenario), problems
+        except ValidationError as e:
+            errors = e.errors()
+        fields = [(_field_of(error), error) for error in errors]
+        problems += [describe(error) for field, error in fields if field is not None and field not in broken]
+        if broken.isdisjoint(RULE_INPUTS):
+            problems += [describe(error) for field, error in fields if field is None]
+        newly = {field for field, _ in fields if field is not None} - broken
+        if not newly:
+            return None, problems
+        broken |= newly
+
+
+def _field_of(error: Any) -> Any:
+    """The top-level field (or unknown key) a pydantic error is about; None for a cross-field rule."""
+    if error["loc"]:
+        return error["loc"][0]
+    return error["ctx"]["key"] if error["type"] == "unknown_key" else None
+
+
+def load_scenario(path: str | Path, *, named: bool = True) -> Scenario:
+    """Read and validate one scenario file; its `name` must be the file's stem, unless not `named` (the copy
+    a run folder keeps as scenario.yaml)."""
     p = Path(path)
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ScenarioError(f"{p}: cannot read ({e.strerror or e})") from None
-    except UnicodeDecodeError:
-        raise ScenarioError(f"{p}: not a text file (not UTF-8)") from None
-    except yaml.YAMLError as e:
-        raise ScenarioError(f"{p}: not valid YAML: {yaml_problem(e)}") from None
-    except RecursionError:
-        raise ScenarioError(f"{p}: not valid YAML: nested too deeply") from None
-    except ValueError as e:  # PyYAML reads `2001-02-30` as a date, and datetime refuses it
-        raise ScenarioError(f"{p}: not valid YAML: {e}") from None
+        data = read_yaml(p)
+    except ConfigError as e:
+        raise ScenarioError(*e.problems) from None
     if data is None:
         raise ScenarioError(f"{p}: the file is empty")
-    scenario = parse_scenario(data, str(p))
-    if scenario.name != p.stem:
-        raise ScenarioError(f"{p}: name: {scenario.name!r} does not match the file name {p.stem!r}")
-    return scenario
+    return parse_scenario(data, str(p), stem=p.stem if named else None)
 
 
 def plan_faults(scenario: Scenario, seed: int) -> list[PlannedFault]:

@@ -57,21 +57,28 @@ def write(folder: Path, data: Any, stem: str = "sample") -> Path:
     return path
 
 
-def error(path: Path) -> str:
-    """Loading `path` fails with one line that starts with the file; returns the rest of that line."""
+def errors(path: Path) -> list[str]:
+    """Loading `path` fails with one line per problem, each starting with the file; returns the problems."""
     with pytest.raises(ScenarioError) as caught:
         load_scenario(path)
-    message = str(caught.value)
-    assert message.startswith(f"{path}: ") and len(message.splitlines()) == 1, message
-    return message.removeprefix(f"{path}: ")
+    lines = str(caught.value).splitlines()
+    assert lines == list(caught.value.problems) and all(x.startswith(f"{path}: ") for x in lines), lines
+    return [x.removeprefix(f"{path}: ") for x in lines]
+
+
+def error(path: Path) -> str:
+    """The first problem of `path`."""
+    return errors(path)[0]
 
 
 def assert_clean(call: Callable[[], Scenario], source: str) -> None:
-    """The loader's promise: a Scenario, or a one-line ScenarioError that starts with the source."""
+    """The loader's promise: a Scenario, or a ScenarioError of one line per problem, each starting with the
+    source."""
     try:
         assert isinstance(call(), Scenario)
     except ScenarioError as e:
-        assert str(e).startswith(f"{source}: ") and len(str(e).splitlines()) == 1, str(e)
+        lines = str(e).splitlines()
+        assert lines and all(x.startswith(f"{source}: ") for x in lines), str(e)
 
 
 def test_a_complete_scenario_loads(tmp_path: Path) -> None:
@@ -248,6 +255,53 @@ def test_each_rule_names_the_file_and_the_field(
     assert error(write(tmp_path, data)).startswith(expected)
 
 
+EVERY_PROBLEM: dict[str, tuple[dict[str, Any], list[str]]] = {
+    "fields and a rule": (
+        {"max_restarts": -1, "seed": "x", "faults": [{"type": "rank_killed", "rank": 7, "at_step": 3}]},
+        [
+            "max_restarts: must be greater than or equal to 0, got -1",
+            "seed: must be an integer, got 'x'",
+            "faults[0].rank: 7 is outside the world (world_size 2)",
+        ],
+    ),
+    "a rule that reads a broken field waits for it": (
+        {"max_restarts": "5", "faults": [{"type": "rank_killed", "rank": 1, "attempt": 4, "at_step": 3}]},
+        ["max_restarts: must be an integer, got '5'"],
+    ),
+    "unknown keys, and a field beside them": (
+        {"colour": "red", "shape": 1, "seed": -1},
+        ["colour: unknown key; known:", "shape: unknown key; known:", "seed: must be greater than or equal to 0"],
+    ),
+    "every trainer key": (
+        {"trainer": {"train.train_itters": 5, "model.bf16": "maybe", "optimizer.optimizer": "lion"}},
+        ["trainer: unknown config key 'train.train_itters'", "trainer: model.bf16: expected true or false",
+         "trainer: optimizer.optimizer: must be one of"],
+    ),
+    "the rules wait for a broken trainer": (
+        {"trainer": {"train.train_iters": [3]}, "faults": [{"type": "rank_killed", "rank": 7, "at_step": 3}]},
+        ["trainer.train.train_iters: must be a number"],
+    ),
+    "several rules": (
+        {"faults": [{"type": "rank_killed", "rank": 2, "at_step": 30}], "expect": {"completed_steps": 40}},
+        ["faults[0].rank: 2 is outside the world", "faults[0].at_step: 30 is past train.train_iters (20)",
+         "expect.completed_steps: 40 is past train.train_iters (20)"],
+    ),
+    "a batch the trainer refuses for this world": (
+        {"trainer": {"train.global_batch_size": 6, "train.micro_batch_size": 2}},
+        ["trainer: train.global_batch_size (6) must be a multiple of micro_batch_size x world size (2 x 2)"],
+    ),
+}
+
+
+@pytest.mark.parametrize(("fields", "expected"), EVERY_PROBLEM.values(), ids=EVERY_PROBLEM.keys())
+def test_every_problem_of_a_file_is_reported_and_none_that_is_not_there(
+    tmp_path: Path, fields: dict[str, Any], expected: list[str]
+) -> None:
+    data = {"schema_version": 1, "name": "sample", "description": "x", "world_size": 2, **fields}
+    found = errors(write(tmp_path, data))
+    assert len(found) == len(expected) and all(f.startswith(e) for f, e in zip(found, expected, strict=True)), found
+
+
 IN_PROCESS = {"inprocess_restart.enabled": True}
 
 
@@ -286,8 +340,14 @@ BROKEN_FILES: dict[str, tuple[bytes, str]] = {
     "unhashable key": (b"? [1]\n: 2\n", "not valid YAML: line 1, column 3: found unhashable key"),
     "python tag": (b"name: !!python/object:os.system x\n", "not valid YAML: line 1, column 7:"),
     "impossible date": (b"name: 2001-02-30\n", "not valid YAML: day is out of range for month"),
-    "deeply nested": (b"[" * 5000 + b"]" * 5000, "not valid YAML: nested too deeply"),
-    "recursive alias": (b"name: &a [*a]\n", "name: must be a string, got a list"),
+    "deeply nested": (b"[" * 5000 + b"]" * 5000, "not valid YAML: "),  # libyaml: 'maximum nesting depth'; PyYAML: 'nested too deeply'
+    "recursive alias": (b"name: &a [*a]\n", "its aliases expand it past 100000 values"),
+    "an alias bomb": (
+        b"a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+        b"c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+        b"e: [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\n",
+        "its aliases expand it past 100000 values",
+    ),
 }
 
 
@@ -315,8 +375,12 @@ def test_deeply_nested_data_is_one_clean_error() -> None:
     for _ in range(10_000):
         deep = [deep]
     data = {**valid(), "faults": [deep], "trainer": {"train.train_iters": deep}}
-    with pytest.raises(ScenarioError, match=r"^inline: trainer.train.train_iters: must be a number, .* got a list$"):
+    with pytest.raises(ScenarioError) as caught:
         parse_scenario(data, "inline")
+    assert caught.value.problems == (
+        "inline: trainer.train.train_iters: must be a number, a string, true, false or null, got a list",
+        "inline: faults[0]: must be a mapping, got a list",
+    )
 
 
 FILES = scenario_files(SCENARIOS)
