@@ -1,15 +1,54 @@
-"""The chaos command line. Exit codes: 0 every expectation held, 1 a verdict failed, 2 bad input, 130 Ctrl-C."""
+"""The chaos command line (``chaos``, or ``python -m chaos``).
+
+Exit codes: 0 every expectation held, 1 a verdict failed, 2 bad input, 130 Ctrl-C. Bad input of any kind is
+one line per problem on stderr, ``error: <what>: <problem>``, and nothing is launched; ``main`` is the one
+place that turns an error into those lines: the project's bad-input errors (chaos.errors.BadInput, a
+damaged run folder's runlog.layout.RunFolderError), an argument argparse refuses, and an OS error naming
+a file. ``--json`` (run, judge, validate, correlate) prints one JSON object on stdout for CI dashboards;
+the run's progress lines then go to stderr.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
+from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from chaos.schema.scenario import ScenarioError, load_scenario, scenario_files
+from chaos.errors import BadInput
+from chaos.schema.scenario import Scenario, ScenarioError, load_scenario, scenario_files
+from runlog.layout import RunFolderError
+
+if TYPE_CHECKING:
+    from chaos.judge.run import RunOutcome
 
 DEFAULT_SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with its errors as one line (its own print the usage first)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
+def count(least: int) -> Callable[[str], int]:
+    """An argparse type: an integer >= `least`."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be >= {least}, got {value}")
+        return value
+
+    return parse
 
 
 def resolve(target: str, folder: Path) -> Path:
@@ -24,27 +63,55 @@ def resolve(target: str, folder: Path) -> Path:
     return named
 
 
+def catalogue(folder: Path) -> list[Path]:
+    """The scenario files of a folder the user named: a folder, with at least one."""
+    if not folder.is_dir():
+        raise ScenarioError(f"{folder}: no such folder")
+    files = scenario_files(folder)
+    if not files:
+        raise ScenarioError(f"{folder}: no scenario files (*.yaml) in this folder")
+    return files
+
+
+def progress_out(args: argparse.Namespace) -> Callable[[str], None]:
+    """Where a run's progress lines go: stdout, or stderr when stdout carries the JSON."""
+    return (lambda line: print(line, file=sys.stderr)) if args.json else print
+
+
+def show_outcome(args: argparse.Namespace, outcome: RunOutcome) -> int:
+    """Print a judged run (its summary, or with --json its record); the exit code it means."""
+    from chaos.judge.report import run_record
+
+    print(json.dumps(run_record(outcome.journal), indent=2) if args.json else outcome.summary)
+    return 0 if outcome.passed else 1
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from chaos.supervise.runner import run_scenario
 
     path = resolve(args.scenario, Path(args.scenario_dir))
     scenario = load_scenario(path)
     if args.repeat is not None:
-        return _repeat(scenario, path, args)
-    outcome = run_scenario(scenario, Path(args.out), scenario_file=path, seed=args.seed, keep=args.keep)
-    print(outcome.summary)
-    return 0 if outcome.passed else 1
+        return _repeat(args, scenario, path)
+    outcome = run_scenario(
+        scenario, Path(args.out), scenario_file=path, seed=args.seed, keep=args.keep, progress=progress_out(args)
+    )
+    return show_outcome(args, outcome)
 
 
-def _repeat(scenario, path: Path, args: argparse.Namespace) -> int:  # noqa: ANN001 - Scenario, imported lazily
-    from chaos.repeat import format_repeat, repeat
+def _repeat(args: argparse.Namespace, scenario: Scenario, path: Path) -> int:
+    from chaos.judge.report import run_record
+    from chaos.repeat import format_repeat, repeat, spread
 
-    if args.repeat < 1 or args.seed is not None:
-        print("error: --repeat N needs N >= 1 and draws fresh seeds (leave out --seed)", file=sys.stderr)
-        return 2
-    outcomes = repeat(scenario, Path(args.out), args.repeat, scenario_file=path)
-    print(format_repeat(scenario.name, outcomes))
-    return 0 if all(o.passed for o in outcomes) else 1
+    outcomes = repeat(scenario, Path(args.out), args.repeat, scenario_file=path, progress=progress_out(args))
+    passed = all(o.passed for o in outcomes)
+    if args.json:
+        spreads = {k: dataclasses.asdict(v) for k, v in spread([o.journal for o in outcomes]).items()}
+        record = {"scenario": scenario.name, "passed": passed, "runs": [run_record(o.journal) for o in outcomes], "spread": spreads}
+        print(json.dumps(record, indent=2))
+    else:
+        print(format_repeat(scenario.name, outcomes))
+    return 0 if passed else 1
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -58,48 +125,47 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    files = scenario_files(args.scenario_dir)
-    for path in files:
+    for path in catalogue(Path(args.scenario_dir)):
         try:
             s = load_scenario(path)
         except ScenarioError as e:
-            print(f"{path.stem:<24} INVALID  {e}")
+            more = f" (and {len(e.problems) - 1} more problems)" if len(e.problems) > 1 else ""
+            print(f"{path.stem:<24} INVALID  {e.problems[0]}{more}")
             continue
         faults = ", ".join(f.type for f in s.faults) or "none"
         summary = " ".join(s.description.split())[:70]
         print(f"{s.name:<24} {s.world_size} ranks {s.launcher:<11} faults: {faults:<22} {summary}")
-    return 0 if files else 2
+    return 0
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    bad = 0
+    """Each file checked; every problem of a bad one, one line each (or, with --json, one record per file)."""
+    files: list[dict[str, Any]] = []
     for target in args.files:
         try:
             load_scenario(target)
-            print(f"ok: {target}")
+            problems: tuple[str, ...] = ()
         except ScenarioError as e:
-            print(f"error: {e}", file=sys.stderr)
-            bad += 1
-    return 2 if bad else 0
+            problems = e.problems
+        files.append({"file": target, "valid": not problems, "problems": [p.removeprefix(f"{target}: ") for p in problems]})
+        if not args.json:
+            for line in problems:
+                print(f"error: {line}", file=sys.stderr)
+            if not problems:
+                print(f"ok: {target}")
+    valid = all(f["valid"] for f in files)
+    if args.json:
+        print(json.dumps({"valid": valid, "files": files}, indent=2))
+    return 0 if valid else 2
 
 
 def cmd_correlate(args: argparse.Namespace) -> int:
-    from chaos.judge.correlate import (
-        CorrelateError,
-        StepRange,
-        compare_sources,
-        default_plot_path,
-        tolerance_of,
-    )
+    from chaos.judge.correlate import StepRange, compare_sources, default_plot_path, tolerance_of
 
-    try:
-        tolerance = tolerance_of(args.tolerance, args.rtol, args.atol)
-        steps = None if args.steps is None else StepRange.parse(args.steps)
-        plot = Path(args.plot) if args.plot else default_plot_path(args.a, args.b)
-        result, picture = compare_sources(args.a, args.b, tolerance, steps, plot)
-    except CorrelateError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    tolerance = tolerance_of(args.tolerance, args.rtol, args.atol)
+    steps = None if args.steps is None else StepRange.parse(args.steps)
+    plot = Path(args.plot) if args.plot else default_plot_path(args.a, args.b)
+    result, picture = compare_sources(args.a, args.b, tolerance, steps, plot)
     if args.json:
         print(json.dumps({**result.to_dict(), "a": args.a, "b": args.b, "plot": str(picture)}, indent=2))
     else:
@@ -110,9 +176,8 @@ def cmd_correlate(args: argparse.Namespace) -> int:
 def cmd_judge(args: argparse.Namespace) -> int:
     from chaos.supervise.runner import judge_run_dir
 
-    outcome = judge_run_dir(Path(args.run_dir))
-    print(outcome.summary)
-    return 0 if outcome.passed else 1
+    outcome = judge_run_dir(Path(args.run_dir), progress=progress_out(args))
+    return show_outcome(args, outcome)
 
 
 def cmd_slurm(args: argparse.Namespace) -> int:
@@ -127,20 +192,32 @@ def cmd_slurm(args: argparse.Namespace) -> int:
     return 0
 
 
+def package_version() -> str:
+    try:
+        return f"chaos-harness {version('chaos-harness')}"
+    except PackageNotFoundError:
+        return "chaos-harness (not installed: pip install -e . in the checkout)"
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m chaos", description="Break a training run on purpose; judge its recovery.")
+    p = Parser(prog="chaos", description="Break a training run on purpose; judge its recovery.",
+               epilog="Exit codes: 0 every expectation held, 1 a verdict failed, 2 bad input, 130 Ctrl-C.")
+    p.add_argument("--version", action="version", version=package_version())
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run one scenario and judge it")
     run.add_argument("scenario", help="a scenario file, or a name from --scenario-dir")
-    run.add_argument("--seed", type=int, help="override the scenario's seed (fault plan choices)")
+    once = run.add_mutually_exclusive_group()
+    once.add_argument("--seed", type=count(0), help="override the scenario's seed (fault plan choices)")
+    once.add_argument("--repeat", type=count(1), metavar="N", help="run N times with fresh seeds; print pass rate and metric spread")
     run.add_argument("--keep", action="store_true", help="keep the run's checkpoints (journal, events and picture are always kept)")
     run.add_argument("--out", default="chaos-runs", help="folder for run folders (default: chaos-runs)")
-    run.add_argument("--repeat", type=int, metavar="N", help="run N times with fresh seeds; print pass rate and metric spread")
+    run.add_argument("--json", action="store_true", help="print the judged run as JSON (progress goes to stderr)")
     run.set_defaults(func=cmd_run)
     ls = sub.add_parser("list", help="list the scenario catalogue")
     ls.set_defaults(func=cmd_list)
-    val = sub.add_parser("validate", help="validate scenario files (launches nothing)")
+    val = sub.add_parser("validate", help="validate scenario files (launches nothing); every problem, one line each")
     val.add_argument("files", nargs="+")
+    val.add_argument("--json", action="store_true", help="print one JSON record per file instead")
     val.set_defaults(func=cmd_validate)
     cor = sub.add_parser(
         "correlate", help="judge whether two runs' per-step losses agree (run folders, Megatron logs, TensorBoard files)",
@@ -157,12 +234,13 @@ def parser() -> argparse.ArgumentParser:
     cor.set_defaults(func=cmd_correlate)
     jd = sub.add_parser("judge", help="judge a finished run folder again, from its files alone")
     jd.add_argument("run_dir")
+    jd.add_argument("--json", action="store_true", help="print the judged run as JSON")
     jd.set_defaults(func=cmd_judge)
     sl = sub.add_parser("slurm", help="write an sbatch script that runs a scenario on a Slurm cluster")
     sl.add_argument("scenario", help="a scenario file, or a name from the catalogue")
     sl.add_argument("--out", help="the script's file (default: print it)")
     sl.add_argument("--run-root", default="$SLURM_SUBMIT_DIR/chaos-runs", help="run folders' parent, on shared storage")
-    sl.add_argument("--seed", type=int, help="override the scenario's seed (fault plan choices)")
+    sl.add_argument("--seed", type=count(0), help="override the scenario's seed (fault plan choices)")
     sl.set_defaults(func=cmd_slurm)
     rp = sub.add_parser("replay", help="rerun a journal's run exactly: same scenario, seed and fault plan")
     rp.add_argument("journal", help="a run folder's journal.json")
@@ -178,9 +256,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.func(args)
-    except ScenarioError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    except (BadInput, RunFolderError) as e:
+        problems = e.problems if isinstance(e, BadInput) else (str(e),)
+    except OSError as e:  # the machine said no: a file or folder that cannot be written or read
+        problems = (f"{e.filename}: {e.strerror}" if e.filename else str(e),)
     except KeyboardInterrupt:
         print("chaos: interrupted; the run's processes were killed", file=sys.stderr)
         return 130
+    for line in problems:
+        print(f"error: {line}", file=sys.stderr)
+    return 2

@@ -1,15 +1,18 @@
 """pytest plugin (registered as the `chaos` entry point): one test per scenario file, verdicts in JUnit.
 
 Options: ``--scenario NAME`` (repeatable) selects scenarios, ``--scenario-dir`` points at the catalogue,
-``--chaos-out`` keeps run folders somewhere chosen. A test that requests the ``scenario_file`` fixture is
-parametrized over the selected files; the ``run_scenario`` fixture runs one and returns its outcome.
-Each verdict becomes a JUnit property, so ``--junitxml`` carries expected and observed values.
+``--chaos-out`` keeps run folders somewhere chosen (and, at the end, summary.md and summary.json of the
+session's runs). A test that requests the ``scenario_file`` fixture is parametrized over the selected files;
+the ``run_scenario`` fixture runs one and returns its outcome. Each verdict becomes JUnit properties, so
+``--junitxml`` carries its message and, each in a property of its own, the observed value, the bounds
+expected and whether it passed (``verdict.<name>.observed``, ``.min``, ``.max``, ``.passed``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -76,20 +79,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("scenario_file", params)
 
 
-def skip_reason(scenario, device: str | None) -> str | None:
-    """Why a scenario cannot run on this machine/device, or None."""
-    if scenario.requires == "gpu" and device != "cuda":
-        return f"{scenario.name} needs CUDA GPUs (requires: gpu): run it with nox -s gpu on a GPU machine"
-    if scenario.requires == "cpu" and device == "cuda":
-        return f"{scenario.name} proves a CPU/gloo behaviour (requires: cpu)"
-    if device == "cuda":
-        import torch
-
-        if torch.cuda.device_count() < scenario.world_size:
-            return f"{scenario.name} needs {scenario.world_size} GPUs, this machine has {torch.cuda.device_count()}"
-    return None
-
-
 def slot_file(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
     """The lock file the xdist workers of this session share (their base temp folders' parent), or None
     without xdist: one process runs one scenario at a time."""
@@ -133,7 +122,7 @@ def run_scenario(
 ) -> Callable:
     """Run a scenario file; returns the RunOutcome and records each verdict as a JUnit property."""
     from chaos.schema.scenario import load_scenario
-    from chaos.supervise.runner import on_device
+    from chaos.supervise.runner import on_device, unrunnable
     from chaos.supervise.runner import run_scenario as run
 
     chosen = request.config.getoption("chaos_out")
@@ -152,7 +141,7 @@ def run_scenario(
 
     def _run(path: Path, **kwargs):
         scenario = load_scenario(path)
-        reason = skip_reason(scenario, device)
+        reason = unrunnable(scenario, device)
         if reason:
             pytest.skip(reason)
         scenario, alone = on_device(scenario, device), scenario.runs_alone
@@ -160,13 +149,26 @@ def run_scenario(
             scenario = sharing_gpus(scenario)
         with machine_slot(slots, alone=alone):
             outcome = run(scenario, out, scenario_file=path, progress=progress, **kwargs)
-        for verdict in outcome.journal["verdicts"]:
-            record_property(f"verdict.{verdict['name']}", verdict["message"])
+        for name, value in junit_properties(outcome.journal):
+            record_property(name, value)
         record_property("run_dir", str(outcome.run_dir))
         progress(outcome.summary)
         return outcome
 
     return _run
+
+
+def junit_properties(journal: dict) -> list[tuple[str, object]]:
+    """Each verdict as JUnit properties: its message, and its values one per property, so that a dashboard
+    reads numbers: ``verdict.<name>.observed``, ``.min`` and ``.max`` (a numeric expectation's bounds),
+    ``.passed``."""
+    found: list[tuple[str, object]] = []
+    for v in journal["verdicts"]:
+        key = f"verdict.{v['name']}"
+        found += [(key, v["message"]), (f"{key}.observed", v["observed"])]
+        found += [(f"{key}.{bound}", value) for bound, value in (v.get("bounds") or {}).items()]
+        found.append((f"{key}.passed", "true" if v["passed"] else "false"))
+    return found
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -187,8 +189,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    """A table of this session's runs (from their journals, so it works under xdist), also as summary.md."""
-    from chaos.judge.report import summary_table
+    """A table of this session's runs (from their journals, so it works under xdist), also as summary.md,
+    and their records for machines as summary.json (``run_record`` each, in the order of the table)."""
+    from chaos.judge.report import run_record, summary_table
 
     out = config.getoption("chaos_out")
     if not out or _STARTED not in config.stash:
@@ -200,6 +203,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         return
     table = summary_table(journals)
     (Path(out) / "summary.md").write_text(table + "\n")
+    records = [run_record(json.loads(p.read_text())) for p in journals]
+    summary = {"passed": sum(r["passed"] for r in records), "failed": sum(not r["passed"] for r in records), "runs": records}
+    (Path(out) / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     terminalreporter.write_sep("=", "chaos scenarios")
     terminalreporter.write_line(table)
 

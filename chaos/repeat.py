@@ -17,12 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from chaos.judge.run import RunOutcome
-from chaos.schema.scenario import Scenario, ScenarioError, parse_scenario, plan_faults
+from chaos.schema.scenario import Scenario, ScenarioError, load_scenario, plan_faults
 from chaos.supervise.runner import run_scenario
-from runlog.layout import RunFolder
+from runlog.layout import RunFolder, RunFolderError
 
 SPREAD_METRICS = (
     "restarts", "completed_steps", "wall_s", "goodput", "time_to_detect_s", "time_to_recover_s",
@@ -79,16 +77,21 @@ def repeat(
 
 
 def replay_inputs(journal_path: Path) -> tuple[Scenario, int]:
-    """The scenario and seed a journal's run used; raises ScenarioError if its plan would not be the same."""
+    """The scenario and seed a journal's run used; RunFolderError when the journal or the scenario copy
+    beside it cannot be read, ScenarioError when the copy is not a valid scenario or its plan would differ."""
     try:
-        journal = json.loads(journal_path.read_text())
-    except (OSError, ValueError) as e:
-        raise ScenarioError(f"{journal_path}: not a readable journal ({e})") from None
+        journal = json.loads(journal_path.read_bytes())
+    except OSError as e:
+        raise RunFolderError(f"{journal_path}: cannot read ({e.strerror})") from None
+    except (ValueError, RecursionError):
+        journal = None
+    seed = journal.get("seed") if isinstance(journal, dict) else None
+    if type(seed) is not int or seed < 0:
+        raise RunFolderError(f"{journal_path}: not a journal (a run folder's journal.json, with the seed it ran)")
     copy = RunFolder(journal_path.parent).scenario
     if not copy.is_file():
-        raise ScenarioError(f"{journal_path}: no {copy.name} next to it (replay reads the run's own copy)")
-    scenario = parse_scenario(yaml.safe_load(copy.read_text()), str(copy))
-    seed = journal["seed"]
+        raise RunFolderError(f"{journal_path}: no {copy.name} next to it (replay reads the run's own copy)")
+    scenario = load_scenario(copy, named=False)
     if [f.to_json() for f in plan_faults(scenario, seed)] != journal.get("plan", []):
         raise ScenarioError(f"{journal_path}: seed {seed} no longer gives the recorded plan; this code cannot replay it")
     return scenario, seed

@@ -20,6 +20,13 @@ from chaos.schema.scenario import Scenario
 from runlog.layout import RunFolder
 
 DEFAULT_CACHE = Path(".chaos-cache") / "baselines"
+LOG_TAIL_LINES = 8
+"""How much of a failed baseline's log its error shows."""
+
+
+class BaselineFailed(RuntimeError):
+    """The fault-free run of a config did not complete: nothing to compare with. The message says why and
+    shows the last lines of its log (the folder is kept, not cached)."""
 
 
 def cache_dir() -> Path:
@@ -48,10 +55,11 @@ def fault_free(scenario: Scenario) -> Scenario:
     )
 
 
-def ensure_baseline(scenario: Scenario, run: Callable[[Scenario, Path], bool]) -> Path:
+def ensure_baseline(scenario: Scenario, run: Callable[[Scenario, Path], str | None]) -> Path:
     """The cached baseline run folder for `scenario`, running `run(fault_free_scenario, folder)` if absent.
 
-    `run` returns True when the baseline run completed; a failed baseline is not cached.
+    `run` returns None when the baseline run completed, else why not ("launcher exit 1"); a failed baseline
+    is not cached, and raises BaselineFailed.
     """
     root = cache_dir()
     root.mkdir(parents=True, exist_ok=True)
@@ -64,8 +72,19 @@ def ensure_baseline(scenario: Scenario, run: Callable[[Scenario, Path], bool]) -
         work = root / f"{key}.partial"
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir()
-        if not run(fault_free(scenario), work):
-            raise RuntimeError(f"the fault-free baseline run failed; see {work}")
+        failed = run(fault_free(scenario), work)
+        if failed is not None:
+            raise BaselineFailed(_failure(failed, RunFolder(work).launcher_log))
         shutil.rmtree(RunFolder(work).checkpoints, ignore_errors=True)
         os.replace(work, folder)
     return folder
+
+
+def _failure(why: str, log: Path) -> str:
+    """Why the baseline failed, and the last lines of its log."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
+    except OSError as e:
+        return f"the fault-free baseline run failed ({why}); its log {log} cannot be read ({e.strerror})"
+    shown = "".join(f"\n    | {line}" for line in lines) or " (empty)"
+    return f"the fault-free baseline run failed ({why}); its log {log} ends:{shown}"

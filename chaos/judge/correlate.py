@@ -288,13 +288,13 @@ class Correlation:
             "only_in_a": self.only_in("a"),
             "only_in_b": self.only_in("b"),
             "first_divergence": None if first is None else {
-                "iteration": first.iteration, "a": _json(first.a), "b": _json(first.b), "missing": first.missing,
+                "iteration": first.iteration, "a": json_number(first.a), "b": json_number(first.b), "missing": first.missing,
             },
-            "max_abs_diff": _json(self.max_abs_diff),
-            "max_rel_diff": _json(self.max_rel_diff),
+            "max_abs_diff": json_number(self.max_abs_diff),
+            "max_rel_diff": json_number(self.max_rel_diff),
             "steps": [
-                {"iteration": d.iteration, "a": _json(d.a), "b": _json(d.b), "abs_diff": _json(d.abs_diff),
-                 "rel_diff": _json(d.rel_diff), "agree": d.agree, "missing": d.missing}
+                {"iteration": d.iteration, "a": json_number(d.a), "b": json_number(d.b), "abs_diff": json_number(d.abs_diff),
+                 "rel_diff": json_number(d.rel_diff), "agree": d.agree, "missing": d.missing}
                 for d in self.diffs
             ],
         }
@@ -395,7 +395,7 @@ def _finite(value: float | None) -> float:
     return value if value is not None and math.isfinite(value) else math.nan
 
 
-def _json(value: float | None) -> float | str | None:
+def json_number(value: float | None) -> float | str | None:  # strict JSON: nan, inf, -inf as strings
     if value is None or math.isfinite(value):
         return value
     return "nan" if math.isnan(value) else "inf" if value > 0 else "-inf"

@@ -1,4 +1,5 @@
-"""Reports of a judged run: the journal (JSON), the timeline picture and a few summary lines.
+"""Reports of a judged run: the journal (JSON), the timeline picture, a few summary lines, and the run's
+record for machines (``run_record``: ``--json``, the pytest plugin's summary.json).
 
 The journal is written atomically (temp file, fsync, rename), so a reader never sees half of one and a
 crash leaves the previous journal intact. matplotlib is imported only when a picture is drawn.
@@ -15,10 +16,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from chaos.judge.correlate import json_number
 from chaos.judge.timeline import Mark, Metrics, Step, Timeline
 from chaos.judge.verdicts import Verdict
 from chaos.schema.scenario import Scenario
 from runlog import names
+from runlog.layout import RunFolder
 
 JOURNAL_SCHEMA_VERSION = 1
 
@@ -80,11 +83,45 @@ def format_summary(journal: dict[str, Any]) -> str:
     """A few lines for a terminal: status, each verdict, where the run and its picture are."""
     lines = [f"{journal['scenario']['name']}: {journal['status'].upper()}"]
     for v in journal["verdicts"]:
-        lines.append(f"  {'ok  ' if v['passed'] else 'FAIL'} {v['message']}")
+        message = v["message"].replace("\n", "\n       ")  # a failed baseline's log lines, under its verdict
+        lines.append(f"  {'ok  ' if v['passed'] else 'FAIL'} {message}")
     lines.append(f"  run folder: {journal['run_dir']}")
     if journal.get("picture"):
         lines.append(f"  picture:    {journal['picture']}")
     return "\n".join(lines)
+
+
+VERDICT_FIELDS = ("name", "passed", "expected", "observed", "bounds", "message")
+
+
+def run_record(journal: dict[str, Any]) -> dict[str, Any]:
+    """A judged run for machines (CI dashboards): status, verdicts and metrics, as strict JSON (NaN and the
+    infinities as strings). The metrics leave out the per-step losses and this machine's monotonic clock
+    readings (the journal keeps both). docs/scenarios.md ("Output for machines") shows the shape."""
+    metrics = {
+        k: v for k, v in journal["metrics"].items() if k not in ("losses", "attempt_starts") and not k.endswith("_mono")
+    }
+    return _strict({
+        "scenario": journal["scenario"]["name"],
+        "passed": journal["status"] == "passed",
+        "status": journal["status"],
+        "seed": journal["seed"],
+        "run_dir": journal["run_dir"],
+        "journal": str(RunFolder(Path(journal["run_dir"])).journal),
+        "picture": journal.get("picture"),
+        "verdicts": [{key: v.get(key) for key in VERDICT_FIELDS} for v in journal["verdicts"]],
+        "metrics": metrics,
+    })
+
+
+def _strict(value: Any) -> Any:
+    if isinstance(value, float):
+        return json_number(value)
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_strict(v) for v in value]
+    return value
 
 
 SUMMARY_COLUMNS = ("time_to_detect_s", "time_to_recover_s", "lost_steps", "restarts", "exit_code")

@@ -10,14 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from chaos.judge.report import build_journal, format_summary, plot_timeline, write_journal
 from chaos.judge.timeline import build_timeline, compute_metrics
-from chaos.judge.verdicts import compare_runs, harness_verdicts, judge
+from chaos.judge.verdicts import BaselineCheck, compare_runs, harness_verdicts, judge
 from chaos.schema.plan import plan_records
-from chaos.schema.scenario import Scenario, ScenarioError, parse_scenario
-from runlog.layout import RunFolder
+from chaos.schema.scenario import Scenario, load_scenario
+from runlog.layout import RunFolder, RunFolderError
 from runlog.reader import read_events
 
 
@@ -32,21 +30,27 @@ class RunOutcome:
 def scenario_of(run_dir: Path) -> Scenario:
     """The scenario a run folder ran (the copy the runner keeps there, with its seed)."""
     copy = RunFolder(run_dir).scenario
+    if not Path(run_dir).is_dir():
+        raise RunFolderError(f"{run_dir}: no such folder")
     if not copy.is_file():
-        raise ScenarioError(f"{run_dir}: not a run folder (no {copy.name})")
-    return parse_scenario(yaml.safe_load(copy.read_text()), str(copy))
+        raise RunFolderError(f"{run_dir}: not a run folder (no {copy.name})")
+    return load_scenario(copy, named=False)
 
 
-def judge_folder(run_dir: Path, scenario: Scenario, baseline_dir: Path | None, *, scenario_file: Path | None = None) -> RunOutcome:
-    """Judge `run_dir` against `scenario` (and the fault-free run in `baseline_dir`); (re)writes journal.json
-    and timeline.png."""
+def judge_folder(
+    run_dir: Path, scenario: Scenario, baseline: Path | str | None, *, scenario_file: Path | None = None
+) -> RunOutcome:
+    """Judge `run_dir` against `scenario` and its fault-free run (``baseline``: its folder, or why it could
+    not be made); (re)writes journal.json and timeline.png."""
     folder = RunFolder(run_dir)
     events = read_events(run_dir)
     timeline, metrics = build_timeline(events), compute_metrics(events)
     wanted = scenario.expect.baseline
     baseline_check = None
-    if wanted is not None and baseline_dir is not None:
-        baseline_check = compare_runs(run_dir, baseline_dir, "exact" if wanted == "exact" else wanted.tolerance)
+    if wanted is not None and isinstance(baseline, str):
+        baseline_check = BaselineCheck(passed=False, message=baseline)
+    elif wanted is not None and baseline is not None:
+        baseline_check = compare_runs(run_dir, baseline, "exact" if wanted == "exact" else wanted.tolerance)
     verdicts = harness_verdicts(events, scenario.deadline_s) + judge(scenario.expect, metrics, baseline_check)
     passed = all(v.passed for v in verdicts)
     plot_timeline(run_dir, timeline, metrics, folder.picture, name=scenario.name, status="passed" if passed else "failed")

@@ -23,12 +23,14 @@ NOT_OBSERVED = "not observed"
 
 @dataclass(frozen=True)
 class Verdict:
-    """One expectation checked. ``observed`` is "not observed" when the run never showed the number."""
+    """One expectation checked. ``observed`` is "not observed" when the run never showed the number;
+    ``bounds`` are a numeric expectation's ``min`` and ``max`` (either left out when open), for machines."""
 
     name: str
     expected: str
     observed: str | float | int | None
     passed: bool
+    bounds: dict[str, float] | None = None
 
     def message(self) -> str:
         return f"{self.name}: expected {self.expected}, observed {_show(self.observed)}"
@@ -90,12 +92,22 @@ def compare_runs(run_dir: str | Path, baseline_dir: str | Path, mode: Literal["e
     )
 
 
-def _measured(name: str, wanted: Limit | int, observed: Any) -> Verdict:
+def _measured(name: str, wanted: Any, observed: Any) -> Verdict:
     expected = wanted.describe() if isinstance(wanted, Limit) else f"== {wanted}"
+    bounds = _bounds(wanted)
     if observed is None:
-        return Verdict(name, expected, NOT_OBSERVED, False)
+        return Verdict(name, expected, NOT_OBSERVED, False, bounds)
     passed = wanted.holds(observed) if isinstance(wanted, Limit) else observed == wanted
-    return Verdict(name, expected, observed, passed)
+    return Verdict(name, expected, observed, passed, bounds)
+
+
+def _bounds(wanted: Any) -> dict[str, float] | None:
+    """A numeric expectation as {min, max} (an exact number is both); None for any other kind."""
+    if isinstance(wanted, Limit):
+        return {k: v for k, v in (("min", wanted.min), ("max", wanted.max)) if v is not None}
+    if isinstance(wanted, (int, float)) and not isinstance(wanted, bool):
+        return {"min": wanted, "max": wanted}
+    return None
 
 
 def _baseline(wanted: str | Baseline, check: BaselineCheck | None) -> Verdict:

@@ -6,7 +6,7 @@ plan its journal records. Each planned fault is an instance of its kind's class,
 it defines (chaos/hooks/faults.py in the ranks, chaos/supervise/faults.py in the supervisor); plan.json
 holds one flat record per fault: the fields below, ``type``, then the kind's own fields.
 
-Standard library only: the ranks read plans without the scenario schema (pydantic) behind it.
+Standard library (and runlog) only: the ranks read plans without the scenario schema (pydantic) behind it.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
+
+from runlog.layout import RunFolderError
 
 
 class Side(str, Enum):
@@ -63,8 +65,18 @@ def write_plan(path: Path, faults: Iterable[PlannedFault]) -> None:
 
 
 def plan_records(path: str | Path) -> list[dict[str, Any]]:
-    """The plan's records as written (what a journal keeps, and what a replay compares)."""
-    return json.loads(Path(path).read_text())["faults"]
+    """The plan's records as written (what a journal keeps, and what a replay compares); RunFolderError,
+    naming the file, when it is not a plan."""
+    p = Path(path)
+    try:
+        records = json.loads(p.read_bytes())["faults"]
+    except OSError as e:
+        raise RunFolderError(f"{p}: cannot read ({e.strerror})") from None
+    except (ValueError, KeyError, TypeError, RecursionError):  # not JSON (or UTF-8), or no "faults"
+        records = None
+    if not isinstance(records, list) or not all(isinstance(r, dict) and isinstance(r.get("type"), str) for r in records):
+        raise RunFolderError(f'{p}: not a fault plan ({{"faults": [{{"type": ...}}, ...]}})')
+    return records
 
 
 def read_plan(path: str | Path, kinds: Iterable[type[K]]) -> list[K]:

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import yaml
 
-from chaos.judge.baseline import ensure_baseline
+from chaos.errors import BadInput
+from chaos.judge.baseline import BaselineFailed, ensure_baseline
 from chaos.judge.run import RunOutcome, judge_folder, scenario_of
 from chaos.schema.plan import PlannedFault, arming, write_plan
 from chaos.schema.scenario import Scenario, plan_faults
@@ -35,6 +36,26 @@ from trainer import nvrx_compat
 from trainer.distributed import wants_cuda
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+class RunError(BadInput):
+    """A run that cannot start: on this machine (its GPUs), or in the folder asked for."""
+
+
+def unrunnable(scenario: Scenario, device: str | None) -> str | None:
+    """Why this machine cannot run `scenario` on `device` ('cpu', 'cuda'; None: where its config puts it),
+    or None. The CLI refuses such a run before launching anything; the pytest plugin skips it."""
+    on_cuda = device == "cuda" if device is not None else wants_cuda(scenario.config.dist)
+    if scenario.requires == "gpu" and not on_cuda:
+        return f"{scenario.name} needs CUDA GPUs (requires: gpu): run it with nox -s gpu on a GPU machine"
+    if scenario.requires == "cpu" and on_cuda:
+        return f"{scenario.name} proves a CPU/gloo behaviour (requires: cpu)"
+    if on_cuda:
+        import torch
+
+        if torch.cuda.device_count() < scenario.world_size:
+            return f"{scenario.name} needs {scenario.world_size} GPUs, this machine has {torch.cuda.device_count()}"
+    return None
 
 
 def launcher_command(scenario: Scenario, run_dir: Path, port: int, overrides: list[str]) -> list[str]:
@@ -99,7 +120,10 @@ def on_device(scenario: Scenario, device: str | None) -> Scenario:
 
 def new_run_dir(out_dir: Path, name: str) -> Path:
     run_dir = out_dir / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-    run_dir.mkdir(parents=True)
+    try:
+        run_dir.mkdir(parents=True)
+    except OSError as e:
+        raise RunError(f"{out_dir}: cannot make a run folder there ({e.strerror})") from None
     return run_dir
 
 
@@ -167,9 +191,14 @@ def _launch(
         release_ports(ports)
 
 
-def _run_baseline(scenario: Scenario, folder: Path) -> bool:
+def _run_baseline(scenario: Scenario, folder: Path) -> str | None:
+    """Run the fault-free baseline in `folder`; None when it completed, else why not."""
     result = execute(scenario, folder, scenario.seed, progress=None)
-    return result.exit_code == 0 and not result.leftovers
+    if result.timed_out:
+        return f"killed at its deadline of {scenario.deadline_s:g} s"
+    if result.exit_code != 0:
+        return f"launcher exit {result.exit_code}"
+    return f"processes left behind: {result.leftovers}" if result.leftovers else None
 
 
 def run_scenario(
@@ -181,7 +210,11 @@ def run_scenario(
     keep: bool = False,
     progress: Callable[[str], None] | None = print,
 ) -> RunOutcome:
-    """Run, judge and report one scenario; the journal and picture stay in the returned run folder."""
+    """Run, judge and report one scenario; the journal and picture stay in the returned run folder.
+    RunError, before anything is launched, when this machine cannot run it or `out_dir` takes no folder."""
+    reason = unrunnable(scenario, None)
+    if reason is not None:
+        raise RunError(reason)
     seed = scenario.seed if seed is None else seed
     scenario = scenario.replace(seed=seed)  # the journal records the seed the run used
     run_dir = new_run_dir(out_dir, scenario.name)
@@ -203,11 +236,15 @@ def judge_run_dir(
     progress: Callable[[str], None] | None = None,
 ) -> RunOutcome:
     """Judge a finished run folder from its files alone (running its fault-free baseline first if it is not
-    cached); (re)writes journal.json and timeline.png."""
+    cached); (re)writes journal.json and timeline.png. A baseline that fails is the baseline verdict's
+    failure, with its reason and log; the run's other verdicts are judged all the same."""
     scenario = scenario_of(run_dir) if scenario is None else scenario
-    baseline_dir = None
+    baseline: Path | str | None = None
     if scenario.expect.baseline is not None:
         if progress:
             progress("chaos: comparing with the fault-free baseline (computed once per config, then cached)")
-        baseline_dir = ensure_baseline(scenario, _run_baseline)
-    return judge_folder(run_dir, scenario, baseline_dir, scenario_file=scenario_file)
+        try:
+            baseline = ensure_baseline(scenario, _run_baseline)
+        except BaselineFailed as e:
+            baseline = str(e)
+    return judge_folder(run_dir, scenario, baseline, scenario_file=scenario_file)
