@@ -60,7 +60,9 @@ BaselineSpec = Annotated[
 
 
 class Expect(Strict):
-    """What a recovered run must show. Every field is optional; each given one is a verdict."""
+    """What a recovered run must show. Every field is optional; each given one is a verdict. A scenario that
+    states nothing of how the run ends (neither exit_code nor trainer_exit_codes) expects a clean exit:
+    exit_code 0."""
 
     exit_code: int | None = None
     restarts: Limit | None = None
@@ -101,3 +103,10 @@ class Expect(Strict):
     nodes_after: list[str] | None = None
     """The node identities (CHAOS_NODE_ID) of the last restart round's ranks, sorted: who took over."""
     baseline: BaselineSpec | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _clean_exit_by_default(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "exit_code" not in data and "trainer_exit_codes" not in data:
+            return {**data, "exit_code": 0}
+        return data

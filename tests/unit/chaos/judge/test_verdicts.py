@@ -38,7 +38,17 @@ def test_a_recovered_run_passes_every_expectation():
 
 def test_only_set_expectations_are_judged():
     assert [v.name for v in judge(Expect(exit_code=0), RECOVERED)] == ["exit_code"]
-    assert judge(Expect(), RECOVERED) == []
+    assert judge(Expect.model_validate({"exit_code": None}), RECOVERED) == []
+
+
+def test_a_scenario_that_states_nothing_of_the_exit_expects_a_clean_one():
+    """No exit_code and no trainer_exit_codes: the default expectation is exit_code 0 (a job that failed
+    never passes for want of an expectation); exit_code: null opts out."""
+    (verdict,) = judge(Expect(), dataclasses.replace(RECOVERED, exit_code=1))
+    assert not verdict.passed and verdict.message() == "exit_code: expected == 0, observed 1"
+    assert verdict.bounds == {"min": 0, "max": 0}
+    assert judge(Expect(trainer_exit_codes=[16]), RECOVERED)[0].name == "trainer_exit_codes"
+    assert [v.name for v in judge(Expect(completed_steps=12), RECOVERED)] == ["exit_code", "completed_steps"]
 
 
 @pytest.mark.parametrize(
@@ -64,13 +74,13 @@ def test_each_expectation_fails_with_expected_and_observed(field, observed, mess
 
 
 def test_baseline_verdicts():
-    exact = Expect(baseline="exact")
+    exact = Expect(baseline="exact", exit_code=None)
     missing = judge(exact, RECOVERED, None)[0]
     assert not missing.passed
     assert missing.message() == "baseline: expected bit-identical losses and weights to the baseline, observed not observed"
     differ = BaselineCheck(passed=False, message="losses diverge (exact) at iteration 7: 1.0 vs 1.5")
     assert judge(exact, RECOVERED, differ)[0].message().endswith("observed losses diverge (exact) at iteration 7: 1.0 vs 1.5")
-    tolerant = judge(Expect.model_validate({"baseline": {"tolerance": 0.01}}), RECOVERED, SAME)[0]
+    tolerant = judge(Expect.model_validate({"baseline": {"tolerance": 0.01}, "exit_code": None}), RECOVERED, SAME)[0]
     assert tolerant.passed and tolerant.expected == "losses and weights within 0.01 of the baseline"
 
 
