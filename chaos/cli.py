@@ -1,6 +1,7 @@
 """The chaos command line (``chaos``, or ``python -m chaos``).
 
-Exit codes: 0 every expectation held, 1 a verdict failed, 2 bad input, 130 Ctrl-C. Bad input of any kind is
+Exit codes: 0 every expectation held, 1 a verdict failed, 2 bad input, 130 Ctrl-C (141: the reader of
+the output went away, as ``| head`` does). Bad input of any kind is
 one line per problem on stderr, ``error: <what>: <problem>``, and nothing is launched; ``main`` is the one
 place that turns an error into those lines: the project's bad-input errors (chaos.errors.BadInput, a
 damaged run folder's runlog.layout.RunFolderError), an argument argparse refuses, and an OS error naming
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
@@ -258,6 +260,9 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except (BadInput, RunFolderError) as e:
         problems = e.problems if isinstance(e, BadInput) else (str(e),)
+    except BrokenPipeError:  # the reader of our output went away (`chaos list | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except OSError as e:  # the machine said no: a file or folder that cannot be written or read
         problems = (f"{e.filename}: {e.strerror}" if e.filename else str(e),)
     except KeyboardInterrupt:

@@ -124,11 +124,15 @@ def _compare_weights(run: Path, baseline: Path, tolerance: float | None) -> tupl
     """(passed, max abs diff, message); ``tolerance`` None means torch.equal on every tensor."""
     import torch
 
+    loaded = []
     for path in (run, baseline):
         if not path.is_file():
             return False, None, f"no final weights at {path}"
-    a = torch.load(run, weights_only=True)
-    b = torch.load(baseline, weights_only=True)
+        try:
+            loaded.append(torch.load(path, weights_only=True))
+        except Exception as e:  # torch's unpickler raises anything (KeyError, EOFError, ...) on a damaged file
+            return False, None, f"final weights {path} cannot be read ({type(e).__name__}: {e})"
+    a, b = loaded
     if a.keys() != b.keys():
         names = sorted(a.keys() ^ b.keys())
         return False, None, f"weights differ in tensor names: {', '.join(names[:3])}"

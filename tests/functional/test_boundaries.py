@@ -284,6 +284,102 @@ def test_a_huge_scenario_file_is_refused_by_its_size(tmp_path: Path) -> None:
     one_line_error(chaos("validate", str(path), cwd=tmp_path, timeout=60), "huge.yaml")
 
 
+# Found beyond the issue's list: every subcommand with missing or garbled files, folders that are not run
+# folders, bad numbers. Each was a traceback, or silence, before.
+@pytest.mark.parametrize(
+    "args, named",
+    [
+        (("run", "rank_killed", "--repeat", "0"), "--repeat"),
+        (("run", "rank_killed", "--seed", "x"), "--seed"),
+        (("run", "rank_killed", "--seed", "1", "--repeat", "2"), "--repeat"),
+        (("frobnicate",), "frobnicate"),
+        (("run",), "scenario"),
+        (("slurm", "rank_killed", "--seed", "-3"), "--seed"),
+        (("correlate", "a", "b", "--rtol", "lots"), "--rtol"),
+        (("judge", "no-such-folder"), "no-such-folder"),
+        (("replay", "no-such-journal.json"), "no-such-journal.json"),
+        (("validate", "/dev/zero"), "/dev/zero"),
+        (("slurm", "rank_killed", "--out", "no-such-folder/job.sh"), "no-such-folder/job.sh"),
+    ],
+    ids=["repeat-0", "seed-not-a-number", "seed-and-repeat", "unknown-command", "no-scenario", "slurm-seed",
+         "rtol-not-a-number", "judge-missing", "replay-missing", "validate-endless-file", "slurm-unwritable"],
+)
+def test_a_bad_argument_or_path_is_one_line(tmp_path: Path, args: tuple[str, ...], named: str) -> None:
+    one_line_error(chaos(*args, cwd=tmp_path), named)
+
+
+def test_an_out_folder_that_is_a_file_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "runs").write_text("a file\n")
+    one_line_error(chaos("run", "rank_killed", "--out", str(tmp_path / "runs"), cwd=tmp_path), "runs")
+
+
+def test_judge_of_a_folder_that_is_not_a_run_folder_is_one_line(tmp_path: Path) -> None:
+    one_line_error(chaos("judge", str(tmp_path), cwd=tmp_path), "not a run folder")
+
+
+@pytest.mark.parametrize(
+    "damage, named",
+    [
+        (lambda run: (run / "plan.json").write_text('{"faults": 5}\n'), "plan.json: not a fault plan"),
+        (lambda run: (run / "events" / "rank-7.jsonl").mkdir(), "rank-7.jsonl: cannot read (Is a directory)"),
+        (lambda run: (run / "scenario.yaml").write_bytes(b"\xff\xfe"), "scenario.yaml: not a text file"),
+        (lambda run: (run / "scenario.yaml").write_text("name: tiny\nworld_size: 0\n"), "scenario.yaml: description: required"),
+    ],
+    ids=["garbled-plan", "unreadable-events", "binary-scenario", "invalid-scenario"],
+)
+def test_judge_of_a_damaged_run_folder_names_the_file(real_run: Path, tmp_path: Path, damage, named: str) -> None:
+    copy = _copy(real_run, tmp_path / "run")
+    damage(copy)
+    result = chaos("judge", str(copy), cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert named in result.stderr.splitlines()[0], result.stderr
+
+
+def test_replay_of_a_file_that_is_not_a_journal_is_one_line(real_run: Path, tmp_path: Path) -> None:
+    copy = _copy(real_run, tmp_path / "run")
+    (copy / "journal.json").write_text("[1, 2]\n")
+    one_line_error(chaos("replay", str(copy / "journal.json"), cwd=tmp_path), "journal.json: not a journal")
+
+
+def test_output_into_a_closed_pipe_is_no_traceback(tmp_path: Path) -> None:
+    piped = subprocess.run(
+        f"{sys.executable} -m chaos list | head -1", shell=True, cwd=tmp_path, capture_output=True, text=True,
+        env=chaos_env(),
+    )
+    assert piped.stderr == "" and piped.stdout.count("\n") == 1, piped.stderr
+
+
+@pytest.mark.slow
+def test_a_live_run_reports_a_line_that_is_not_an_event_and_the_judge_refuses_the_log(tmp_path: Path) -> None:
+    """A command that writes a line into its rank's event log that is not an event: the progress view
+    says so as it arrives (the run goes on), and the run is not judged from a log it could not read."""
+    writer = tmp_path / "bad_writer.py"
+    writer.write_text(
+        "import os, sys\nos.makedirs(os.path.join(sys.argv[1], 'events'), exist_ok=True)\n"
+        "open(os.path.join(sys.argv[1], 'events', 'rank-0.jsonl'), 'a').write('garbage\\n')\n"
+        "print('step 1 loss 1.0', flush=True)\n"
+    )
+    path = write_scenario(tmp_path, "bad_writer", world_size=1, launcher="torchrun", max_restarts=0,
+                          command=["python", str(writer), "{run_dir}"], step_pattern=r"^step (?P<step>\d+)")
+    result = chaos("run", str(path), "--out", str(tmp_path / "runs"), cwd=tmp_path)
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    bad = f"{run_dir.resolve() / 'events' / 'rank-0.jsonl'}:1: not JSON (Expecting value)"
+    assert f"chaos: not an event (skipped): {bad}" in result.stdout, result.stdout
+    one_line_error(result, "rank-0.jsonl:1: not JSON")
+
+
+def test_judge_json_is_the_run_for_machines(real_run: Path, tmp_path: Path) -> None:
+    copy = _copy(real_run, tmp_path / "run")
+    result = chaos("judge", str(copy), "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    record = json.loads(result.stdout)
+    assert (record["scenario"], record["passed"], record["status"], record["run_dir"]) == ("tiny", True, "passed", str(copy))
+    steps = next(v for v in record["verdicts"] if v["name"] == "completed_steps")
+    assert (steps["observed"], steps["bounds"], steps["passed"]) == (3, {"min": 3, "max": 3}, True)
+    assert record["metrics"]["completed_steps"] == 3 and "losses" not in record["metrics"]
+    assert Path(record["journal"]).is_file() and Path(record["picture"]).is_file()
+
+
 # --------------------------------------------------------------------------- 4. external trainers
 STANDALONE = ROOT / "tests" / "functional" / "standalone" / "ddp_train.py"
 
@@ -320,3 +416,7 @@ def test_validate_json(tmp_path: Path) -> None:
     report = json.loads(result.stdout)
     assert isinstance(report, (list, dict))
     assert "rank_killed.yaml" in result.stdout and "bad_rank.yaml" in result.stdout
+    assert report == {"valid": False, "files": [
+        {"file": str(ROOT / "scenarios" / "rank_killed.yaml"), "valid": True, "problems": []},
+        {"file": str(bad), "valid": False, "problems": ["faults[0].rank: 9 is outside the world (world_size 2)"]},
+    ]}

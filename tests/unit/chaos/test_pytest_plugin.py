@@ -7,7 +7,9 @@ prints its steps), so a run takes seconds.
 
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -89,6 +91,33 @@ def test_each_verdict_is_a_junit_property_and_a_failed_one_fails_its_test(projec
     wrong = {p.get("name"): p.get("value") for p in cases["test_scenario[wrong]"].iter("property")}
     assert wrong["verdict.completed_steps"] == "completed_steps: expected == 3, observed 2"
     assert (project.path / "runs" / "summary.md").read_text().count("| quick | passed |") == 1
+
+
+def test_verdict_values_are_junit_properties_of_their_own_and_the_session_has_a_summary_json(
+    project: pytest.Pytester,
+) -> None:
+    """A dashboard reads numbers, not sentences: each verdict's observed value, its bounds and its outcome."""
+    result = project.runpytest_subprocess(
+        "--scenario", "quick", "--scenario", "wrong", f"--chaos-out={project.path / 'runs'}", "--junitxml=junit.xml",
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    cases = {case.get("name"): case for case in ET.parse(project.path / "junit.xml").iter("testcase")}
+    wrong = {p.get("name"): p.get("value") for p in cases["test_scenario[wrong]"].iter("property")}
+    assert {k: v for k, v in wrong.items() if k.startswith("verdict.completed_steps")} == {
+        "verdict.completed_steps": "completed_steps: expected == 3, observed 2",
+        "verdict.completed_steps.observed": "2",
+        "verdict.completed_steps.min": "3",
+        "verdict.completed_steps.max": "3",
+        "verdict.completed_steps.passed": "false",
+    }
+    assert wrong["verdict.exit_code.observed"] == "0" and wrong["verdict.exit_code.passed"] == "true"
+    summary = json.loads((project.path / "runs" / "summary.json").read_text())
+    assert (summary["passed"], summary["failed"]) == (1, 1)
+    by_name = {run["scenario"]: run for run in summary["runs"]}
+    assert by_name["quick"]["passed"] and not by_name["wrong"]["passed"]
+    steps = next(v for v in by_name["wrong"]["verdicts"] if v["name"] == "completed_steps")
+    assert (steps["observed"], steps["bounds"], steps["passed"]) == (2, {"min": 3, "max": 3}, False)
+    assert by_name["wrong"]["metrics"]["completed_steps"] == 2 and Path(by_name["wrong"]["journal"]).is_file()
 
 
 def test_a_session_spread_over_xdist_workers_shares_one_machine_slot(project: pytest.Pytester) -> None:

@@ -136,6 +136,14 @@ def test_missing_steps_or_weights_fail(tmp_path, baseline):
     assert not check.passed and "no final weights at" in check.message
 
 
+def test_damaged_weights_fail_the_comparison_by_name(tmp_path, baseline):
+    """torch's unpickler raises KeyError (or EOFError, ...) on a damaged file: a failed check, no traceback."""
+    damaged = make_run(tmp_path / "damaged", LOSSES, WEIGHTS)
+    (damaged / "final_weights.pt").write_bytes(b"junk\n")
+    check = compare_runs(damaged, baseline, "exact")
+    assert not check.passed and f"final weights {damaged / 'final_weights.pt'} cannot be read (" in check.message
+
+
 def test_verdicts_import_without_torch():
     code = "import sys; sys.modules['torch'] = None; import chaos.judge.verdicts, chaos.judge.report, chaos.judge.correlate"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
