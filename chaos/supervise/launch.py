@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO
 
 from chaos.adapters.launcher import classify
+from chaos.supervise import deathsig
 from chaos.supervise.attempts import AttemptTracker
 from chaos.supervise.procs import kill_all, marked_pids, stop_group
 from runlog.env import ATTEMPT_BASE_VAR, NODE_VAR, RUN_ID_VAR, node_name
@@ -117,7 +118,7 @@ class Launch:
                 env["CUDA_VISIBLE_DEVICES"] = spec.gpu_blocks[node_block(index, len(spec.gpu_blocks))]
         log = open(folder.launcher_log if node is None else folder.agent_log(node), "ab")  # noqa: SIM115 - closed by the reader
         proc = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+            deathsig.wrap(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
             cwd=spec.cwd, start_new_session=True,
         )
         agent = Agent(node, proc)

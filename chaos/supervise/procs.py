@@ -2,7 +2,8 @@
 
 Every process the supervisor starts inherits CHAOS_RUN_ID (runlog/env.py), so the run's processes are found
 wherever they are, also those that left the launcher's session: workers carry the ``RANK`` torchelastic
-gives them, a simulated node's carry its CHAOS_NODE_ID, and each launcher agent leads its own session.
+gives them (and lead sessions of their own: torchelastic starts each one with ``start_new_session``), a
+simulated node's carry its CHAOS_NODE_ID, and each launcher agent leads its own session.
 """
 
 from __future__ import annotations
@@ -25,13 +26,24 @@ def proc_environ(pid: int) -> dict[str, str]:
     return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
 
 
-def _status(pid: int) -> tuple[str, int] | None:
-    """(state letter, parent pid) of a live process, None once it is gone."""
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name (from the state on), None once it is gone."""
     try:
-        after_name = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
-    return after_name[0], int(after_name[1])
+
+
+def _status(pid: int) -> tuple[str, int] | None:
+    """(state letter, parent pid) of a live process, None once it is gone."""
+    fields = _stat(pid)
+    return None if fields is None else (fields[0], int(fields[1]))
+
+
+def start_time(pid: int) -> int | None:
+    """When the process started (clock ticks since boot): with the pid, an identity no later process reuses."""
+    fields = _stat(pid)
+    return None if fields is None else int(fields[19])
 
 
 def alive(pid: int) -> bool:
@@ -113,3 +125,27 @@ def stop_group(pgid: int, run_id: str, grace_s: float = 3.0) -> None:
     while time.monotonic() < end and marked_pids(run_id):
         time.sleep(0.1)
     kill_all(pgid, run_id)
+
+
+def kill_run(run_id: str, timeout_s: float = 10.0) -> list[int]:
+    """SIGKILL every process of the run and every process in a session one of them leads (a worker's
+    session holds what it started, marked or not), again until none is left or `timeout_s` passes: a
+    launcher that is still alive may start more. Returns the pids it signalled."""
+    killed: set[int] = set()
+    end = time.monotonic() + timeout_s
+    while (victims := _run_and_its_sessions(run_id)) and time.monotonic() < end:
+        for pid in victims:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        killed |= victims
+        time.sleep(0.05)
+    return sorted(killed)
+
+
+def _run_and_its_sessions(run_id: str) -> set[int]:
+    marked = set(marked_processes(run_id))
+    led = {pid for pid in marked if session_of(pid) == pid}
+    if not led:
+        return marked
+    members = {int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit() and session_of(int(e.name)) in led}
+    return (marked | {pid for pid in members if alive(pid)}) - {os.getpid()}

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -25,9 +24,11 @@ from chaos.schema.scenario import Scenario, plan_faults
 from chaos.supervise.attempts import AttemptTracker
 from chaos.supervise.launch import Launch, LaunchResult, LaunchSpec
 from chaos.supervise.nodes import gpu_blocks, run_nodes, visible_gpus
-from chaos.supervise.ports import release_ports, reserve_ports
+from chaos.supervise.ports import reserve_ports, sweep_claims
 from chaos.supervise.progress import ProgressView
+from chaos.supervise.scratch import make_tmp_dir, sweep_tmp_dirs
 from chaos.supervise.signals import EventSteps, ExternalFaults, LogSteps
+from chaos.supervise.watchdog import Watchdog
 from runlog.env import STORE_PORT_VAR
 from runlog.layout import RunFolder
 from runlog.log import EventLog
@@ -80,9 +81,7 @@ def launcher_env(scenario: Scenario, ports: list[int]) -> dict[str, str]:
 
 
 def child_env(tmp_dir: Path) -> dict[str, str]:
-    """The environment of a run's processes. TMPDIR is the run's own temporary folder: ft_launcher and
-    its rank monitors put their IPC sockets there, which a killed (simulated) node never removes, and the
-    runner deletes the folder when the run is over."""
+    """The environment of a run's processes; TMPDIR is the run's own temporary folder (chaos/supervise/scratch.py)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH")) if p)
     env.update(PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore::FutureWarning", TMPDIR=str(tmp_dir))
@@ -123,8 +122,10 @@ def execute(scenario: Scenario, run_dir: Path, seed: int, progress: Callable[[st
         if view:
             view.tick()
 
-    # Short, outside the run folder: a Unix socket's path must fit in 108 bytes.
-    tmp_dir = Path(tempfile.mkdtemp(prefix="chaos-tmp-"))
+    sweep_tmp_dirs()  # what runners killed before their cleanup left, their watchdogs too
+    sweep_claims()
+    tmp_dir = make_tmp_dir()
+    watchdog = Watchdog.start(run_dir.name, tmp_dir)  # the run's processes die with this process
     env = child_env(tmp_dir)
     start = time.monotonic()
     launch = partial(_launch, scenario, run_dir, overrides, plan, events, attempts, tick, steps)
@@ -137,6 +138,7 @@ def execute(scenario: Scenario, run_dir: Path, seed: int, progress: Callable[[st
         return result
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)
+        watchdog.close()
         external.close()
         if isinstance(steps, LogSteps):
             steps.close()
@@ -149,12 +151,12 @@ def _launch(
     deadline_s: float, env_overrides: dict[str, str],
 ) -> LaunchResult:
     """One launch of the job: its agents (one per node) in one c10d rendezvous on reserved loopback ports."""
-    ports = reserve_ports(3)
+    claim = reserve_ports(3)
     try:
         on_gpus = scenario.nodes > 1 and wants_cuda(scenario.config.dist)
         spec = LaunchSpec(
-            command=launcher_command(scenario, run_dir, ports[0], overrides),
-            env={**env, **launcher_env(scenario, ports), **env_overrides},
+            command=launcher_command(scenario, run_dir, claim.ports[0], overrides),
+            env={**env, **launcher_env(scenario, claim.ports), **env_overrides},
             run_dir=run_dir, deadline_s=deadline_s, run_id=run_dir.name, cwd=PROJECT_ROOT, nodes=scenario.nodes,
             gpu_blocks=tuple(gpu_blocks(visible_gpus(), scenario.node_size)) if on_gpus else (),
         )
@@ -164,7 +166,7 @@ def _launch(
         launch.on_tick = tick
         return launch.wait()
     finally:
-        release_ports(ports)
+        claim.release()
 
 
 def _run_baseline(scenario: Scenario, folder: Path) -> bool:

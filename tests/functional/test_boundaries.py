@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -115,6 +117,111 @@ def test_a_sigkilled_runner_takes_its_run_with_it(tmp_path: Path, launcher: str,
     done = chaos("run", str(second), "--out", str(out), cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert tmp_dirs and not any(d.exists() for d in tmp_dirs), tmp_dirs
+
+
+def _start_reap_run(tmp_path: Path, name: str) -> tuple[subprocess.Popen, Path]:
+    """A runner (`chaos run`) of an ft_launcher job that would go on for minutes, once its ranks train."""
+    trainer = {"train.train_iters": 100000, "checkpoint.save_interval": 5, "ft.enable_ft_package": True}
+    path = write_scenario(tmp_path, name, launcher="ft_launcher", trainer=trainer, deadline_s=600, expect={"exit_code": 0})
+    out = tmp_path / "runs"
+    runner = subprocess.Popen([sys.executable, "-m", "chaos", "run", str(path), "--out", str(out)], cwd=tmp_path,
+                              env=chaos_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run_dir = wait_for(lambda: next(out.glob(f"{name}-*"), None), 60, "the run folder")
+    wait_for(lambda: any("step" in x for x in _lines(run_dir / "events" / "rank-1.jsonl")), 120, "rank 1 to train")
+    return runner, run_dir
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        return path.read_text().splitlines()
+    except OSError:
+        return []
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _start_time(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+
+
+@pytest.mark.slow
+def test_the_next_run_sweeps_what_a_runner_killed_with_its_watchdog_left(tmp_path: Path) -> None:
+    """Runner and watchdog SIGKILLed together: the launcher still dies at once (its parent-death signal); its
+    orphaned workers are this test's to kill; the next run removes the dead runner's temporary folder and
+    port claims, and leaves a live owner's folder, and one that names no owner, alone."""
+    runner, run_dir = _start_reap_run(tmp_path, "reap_swept")
+    try:
+        (watchdog,) = [c for c in _children(runner.pid) if "chaos.supervise.watchdog" in _cmdline(c)]
+        (launcher,) = [c for c in _children(runner.pid) if c != watchdog]
+        tmp_dir = Path(_env_of(launcher)["TMPDIR"])
+        port = next(int(a.rsplit(":", 1)[1]) for a in _cmdline(launcher).split() if a.startswith("--rdzv-endpoint="))
+        claim = Path(tempfile.gettempdir()) / "chaos-port-claims" / str(port)
+        assert tmp_dir.is_dir() and claim.is_file()
+        os.kill(watchdog, signal.SIGKILL)
+        runner.send_signal(signal.SIGKILL)
+        runner.wait(timeout=10)
+        wait_for(lambda: launcher not in run_processes(run_dir.name), 2, "the launcher to die with its runner")
+    finally:
+        runner.kill()
+        for pid in run_processes(run_dir.name):
+            os.kill(pid, signal.SIGKILL)
+    live = Path(tempfile.mkdtemp(prefix="chaos-tmp-test-live-"))
+    (live / "owner").write_text(f"{os.getpid()} {_start_time(os.getpid())}\n")
+    unowned = Path(tempfile.mkdtemp(prefix="chaos-tmp-test-unowned-"))
+    try:
+        assert tmp_dir.is_dir() and claim.is_file(), "nothing swept them yet"
+        second = write_scenario(tmp_path, "after_sweep", world_size=1, launcher="torchrun",
+                                trainer={"train.train_iters": 3}, expect={"exit_code": 0})
+        done = chaos("run", str(second), "--out", str(tmp_path / "runs"), cwd=tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert not tmp_dir.exists() and not claim.exists()
+        assert live.is_dir() and unowned.is_dir()
+    finally:
+        shutil.rmtree(live)
+        shutil.rmtree(unowned)
+
+
+@pytest.mark.slow
+def test_a_sigkilled_pytest_worker_takes_its_run_with_it(tmp_path: Path) -> None:
+    """The pytest plugin's run in an xdist worker: the worker is the runner, killed mid-scenario."""
+    scenarios = tmp_path / "scenarios"
+    scenarios.mkdir()
+    write_scenario(scenarios, "reap_in_pytest", launcher="torchrun", trainer={"train.train_iters": 100000},
+                   faults=[{"type": "rank_hung", "rank": 1, "at_step": 3}], deadline_s=600, expect={"exit_code": 0})
+    (tmp_path / "test_reap.py").write_text("def test_it(scenario_file, run_scenario):\n    run_scenario(scenario_file)\n")
+    out = tmp_path / "runs"
+    session = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "1", "--max-worker-restart=0",
+         "--scenario-dir", str(scenarios), "--chaos-out", str(out), "test_reap.py"],
+        cwd=tmp_path, env=chaos_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        run_dir = wait_for(lambda: next(out.glob("reap_in_pytest-*"), None), 120, "the run folder")
+        wait_for(lambda: any("fault_injected" in x for x in _lines(run_dir / "events" / "rank-1.jsonl")), 120, "the hang")
+        marked = run_processes(run_dir.name)
+        (launcher,) = [p for p in marked if os.getsid(p) == p and "RANK" not in _env_of(p)]
+        worker = int(Path(f"/proc/{launcher}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        assert worker != session.pid and session.pid == int(Path(f"/proc/{worker}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        os.kill(worker, signal.SIGKILL)
+        left = _wait_gone(run_dir.name, 10)
+        assert not left, f"processes of the run outlived its SIGKILLed pytest worker: {left}"
+    finally:
+        session.kill()
+        session.communicate(timeout=30)
+        for pid in run_processes(run_dir.name) if "run_dir" in locals() else ():
+            os.kill(pid, signal.SIGKILL)
 
 
 def _env_of(pid: int) -> dict[str, str]:
