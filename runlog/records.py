@@ -134,6 +134,20 @@ class FaultInjected(Record):
 
 
 @dataclass(frozen=True)
+class FaultMissed(Record):
+    """A fault that came due and found nothing to strike (no process of its rank, no checkpoint to
+    corrupt): it was not injected, and the run fails (written instead of its fault_injected)."""
+
+    event = names.FAULT_MISSED
+    fault: str
+    fault_id: str
+    reason: str
+    target_rank: int | None = None
+    target_node: str | None = optional()
+    attempt: int | None = optional()
+
+
+@dataclass(frozen=True)
 class SignalReceived(Record):
     event = names.SIGNAL_RECEIVED
     signal: str

@@ -14,7 +14,7 @@ import signal
 import time
 from pathlib import Path
 
-from runlog.env import NODE_VAR, RUN_ID_VAR
+from runlog.env import ATTEMPT_BASE_VAR, NODE_VAR, RESTART_COUNT_VAR, RUN_ID_VAR
 
 
 def proc_environ(pid: int) -> dict[str, str]:
@@ -72,14 +72,26 @@ def marked_pids(run_id: str) -> list[int]:
     return list(marked_processes(run_id))
 
 
-def worker_pids(run_id: str, ranks: list[int] | None = None) -> list[int]:
-    """The run's worker processes (those torchelastic gave a RANK), of `ranks` or of every rank.
+def worker_pids(run_id: str, ranks: list[int] | None = None, round_: int | None = None) -> dict[int, int]:
+    """The run's worker processes (those torchelastic gave a RANK), of `ranks` or of every rank, as
+    pid -> rank; with `round_`, only the workers of that launcher round (CHAOS_ATTEMPT_BASE plus
+    TORCHELASTIC_RESTART_COUNT: the round a restart line announced), not a dying one of the round before.
 
     A worker's own children inherit its RANK; only the outermost process of each rank is returned.
     """
-    workers = {pid: env["RANK"] for pid, env in marked_processes(run_id).items() if env.get("RANK", "").isdigit()}
-    chosen = {pid for pid, rank in workers.items() if ranks is None or int(rank) in ranks}
-    return sorted(pid for pid in chosen if (_status(pid) or ("", 0))[1] not in chosen)
+    workers = {
+        pid: int(env["RANK"]) for pid, env in marked_processes(run_id).items()
+        if env.get("RANK", "").isdigit() and (round_ is None or _round(env) == round_)
+    }
+    chosen = {pid: rank for pid, rank in workers.items() if ranks is None or rank in ranks}
+    return {pid: rank for pid, rank in chosen.items() if (_status(pid) or ("", 0))[1] not in chosen}
+
+
+def _round(env: dict[str, str]) -> int | None:
+    try:
+        return int(env.get(ATTEMPT_BASE_VAR, "0")) + int(env.get(RESTART_COUNT_VAR, "0"))
+    except ValueError:
+        return None
 
 
 def node_pids(run_id: str, node: str, ranks_only: bool = False) -> list[int]:
@@ -90,6 +102,14 @@ def node_pids(run_id: str, node: str, ranks_only: bool = False) -> list[int]:
     ]
 
 
+def node_ranks(run_id: str, node: str, round_: int) -> dict[int, int]:
+    """The processes of the ranks on `node` of launcher round `round_` (with what they started), pid -> rank."""
+    return {
+        pid: int(env["RANK"]) for pid, env in marked_processes(run_id).items()
+        if env.get(NODE_VAR) == node and env.get("RANK", "").isdigit() and _round(env) == round_
+    }
+
+
 def session_of(pid: int) -> int | None:
     try:
         return os.getsid(pid)
@@ -98,8 +118,9 @@ def session_of(pid: int) -> int | None:
 
 
 def launcher_pid(run_id: str) -> int | None:
-    """The launcher: the process of the run that leads its own session (the runner started it so)."""
-    return next((pid for pid in marked_pids(run_id) if session_of(pid) == pid), None)
+    """The launcher: the process of the run that leads its own session (the runner started it so) and is no
+    worker (torchelastic starts every worker in a session of its own too)."""
+    return next((pid for pid, env in marked_processes(run_id).items() if session_of(pid) == pid and "RANK" not in env), None)
 
 
 def session_pids(run_id: str, leader: int) -> list[int]:

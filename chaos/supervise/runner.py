@@ -115,7 +115,7 @@ def execute(scenario: Scenario, run_dir: Path, seed: int, progress: Callable[[st
     events = EventLog(run_dir, "launcher", rank=-1, attempt=attempts.launcher)
     view = ProgressView(run_dir, progress) if progress else None
     steps = LogSteps(run_dir, scenario.step_pattern, attempts) if scenario.step_pattern else EventSteps(run_dir)
-    external = ExternalFaults(plan, events, attempts, run_dir.name, steps)
+    external = ExternalFaults(plan, events, attempts, run_dir.name, steps, scenario.world_size)
 
     def tick() -> None:
         external.tick()
@@ -162,7 +162,7 @@ def _launch(
         )
         launch = Launch(spec, events, attempts, on_line=steps.line if isinstance(steps, LogSteps) else None)
         if scenario.nodes > 1:
-            return run_nodes(launch, plan, scenario.spares, tick)
+            return run_nodes(launch, plan, scenario.spares, scenario.world_size, tick)
         launch.on_tick = tick
         return launch.wait()
     finally:

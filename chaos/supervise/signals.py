@@ -14,6 +14,12 @@ cycles). Nothing here needs the job's cooperation, so it works on any training c
 
 The faults are driven by ``tick()``, which the launch's watch loop calls every 0.1 s, and every signal is
 stamped as a ``signal_sent`` runner event (the first one of a fault also as ``fault_injected``).
+
+A fault fires only at processes that exist: once due, it waits for its targets (every rank it names, or
+every rank of the world for ``all``, each a worker of the launcher round the run is in, not a dying one
+of the round before; for ``launcher``, the launcher), and fires when they are all there. A fault whose
+targets do not appear within ``TARGET_WAIT_S``, or before its attempt or the run ends, is not injected:
+the runner writes ``fault_missed`` with the reason, and the run fails (chaos/judge/verdicts.py).
 """
 
 from __future__ import annotations
@@ -34,7 +40,11 @@ from chaos.supervise.procs import alive, launcher_pid, session_pids, worker_pids
 from runlog import names
 from runlog.log import EventLog
 from runlog.reader import EventTail
-from runlog.records import FaultInjected, ObservedStep, SignalSent
+from runlog.records import FaultInjected, FaultMissed, ObservedStep, SignalSent
+
+TARGET_WAIT_S = 60.0
+"""How long a due fault waits for its targets: a launch's ranks start in 5-10 s on a CPU machine, more on a
+loaded one, and a restart takes a few seconds more."""
 
 
 class EventSteps:
@@ -86,9 +96,10 @@ class ExternalFaults:
 
     def __init__(
         self, faults: list[PlannedFault], events: EventLog, attempts: AttemptTracker, run_id: str,
-        steps: EventSteps | LogSteps,
+        steps: EventSteps | LogSteps, world_size: int,
     ):
         self.events, self.attempts, self.run_id, self.steps = events, attempts, run_id, steps
+        self.world_size = world_size
         self.armed = [Armed(f) for f in faults if isinstance(f, SignalFault)]
         self.last_step: dict[int, int] = {}
         self.attempt_since: dict[int, float] = {}
@@ -100,10 +111,26 @@ class ExternalFaults:
             self.attempts.ranks_in(attempt)
         self.attempt_since.setdefault(self.attempts.running(), now)
         for armed in self.armed:
-            if armed.fired_at is None and self._due(armed.fault, now):
-                self._fire(armed, now)
+            if armed.fired_at is None and not armed.missed:
+                self._try(armed, now)
             elif armed.next_at is not None and now >= armed.next_at:
                 self._follow_up(armed, now)
+
+    def _try(self, armed: Armed, now: float) -> None:
+        """Fire a due fault at its targets once they are all there; give it up past the wait."""
+        fault = armed.fault
+        if armed.due_since is None:
+            if not self._due(fault, now):
+                return
+            armed.due_since = now
+        elif fault.attempt != self.attempts.running():
+            self._miss(armed, f"attempt {fault.attempt} ended before {self._wanted(fault)} had a process")
+            return
+        targets = self._targets(fault)
+        if targets is not None:
+            self._fire(armed, now, targets)
+        elif now - armed.due_since > TARGET_WAIT_S:
+            self._miss(armed, f"no process of {self._wanted(fault)} within {TARGET_WAIT_S:g} s of its trigger")
 
     def _due(self, fault: PlannedFault, now: float) -> bool:
         if fault.attempt != self.attempts.running():
@@ -112,22 +139,37 @@ class ExternalFaults:
             return self.last_step.get(fault.attempt, 0) >= fault.at_step
         return now - self.attempt_since[fault.attempt] >= fault.delay_s
 
-    def _targets(self, fault: SignalFault) -> list[int]:
+    def _wanted(self, fault: PlannedFault) -> str:
+        """What the fault strikes, in words."""
+        if fault.target is not None:
+            return "the launcher" if fault.target == "launcher" else "every rank"
+        ranks = fault.ranks or [fault.rank]
+        return f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}"
+
+    def _targets(self, fault: SignalFault) -> list[int] | None:
+        """The pids to signal, None while some target has no process (of the round the run is in)."""
         if fault.target == "launcher":
             pid = launcher_pid(self.run_id)
-            return [] if pid is None else [pid]
-        if fault.target == "all":
-            return worker_pids(self.run_id)
-        return worker_pids(self.run_id, fault.ranks or [fault.rank])
+            return None if pid is None else [pid]
+        ranks = list(range(self.world_size)) if fault.target == "all" else fault.ranks or [fault.rank]
+        workers = worker_pids(self.run_id, ranks, round_=self.attempts.launcher())
+        return sorted(workers) if set(workers.values()) == set(ranks) else None
 
-    def _fire(self, armed: Armed, now: float) -> None:
+    def _fire(self, armed: Armed, now: float, targets: list[int]) -> None:
         fault = armed.fault
-        armed.fired_at, armed.pids = now, self._targets(fault)
+        armed.fired_at, armed.pids = now, targets
         self.events.write(FaultInjected(
             fault.type, fault.fault_id, f"{fault.target or 'ranks'} pids {armed.pids}",
             self.last_step.get(fault.attempt), target_rank=fault.rank, attempt=fault.attempt, params=fault.params(),
         ))
         fault.fire(armed, self, now)
+
+    def _miss(self, armed: Armed, reason: str) -> None:
+        fault, armed.missed = armed.fault, True
+        self.events.write(FaultMissed(
+            fault.type, fault.fault_id, reason, target_rank=fault.rank, attempt=fault.attempt,
+            target_node=getattr(fault, "target_node", None),
+        ))
 
     def _follow_up(self, armed: Armed, now: float) -> None:
         armed.fault.follow_up(armed, self, now)
@@ -145,8 +187,11 @@ class ExternalFaults:
                 self.events.write(SignalSent(sig.name, pid, pid=pid, attempt=self.attempts.running()))
 
     def close(self) -> None:
-        """Leave nothing stopped: a duty cycle cut short by the job's end still owes its SIGCONT."""
+        """Leave nothing stopped: a duty cycle cut short by the job's end still owes its SIGCONT. A fault
+        still waiting for its targets missed them."""
         for armed in self.armed:
+            if armed.due_since is not None and armed.fired_at is None and not armed.missed:
+                self._miss(armed, f"the run ended before {self._wanted(armed.fault)} had a process")
             if armed.stopped:
                 self.send([pid for pid in armed.pids if alive(pid)], signal.SIGCONT)
                 armed.stopped = False

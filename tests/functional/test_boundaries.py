@@ -249,12 +249,33 @@ def test_a_signal_fault_fires_at_real_processes_or_the_run_fails(tmp_path: Path)
         faults=[{"type": "sigkill", "rank": 1, "after_s": 0.1}],
         expect={"exit_code": 0, "restarts": 1, "faults_injected": 1},
     )
-    result = chaos("run", str(path), "--out", str(tmp_path / "runs"), "--json", cwd=tmp_path)
+    result = chaos("run", str(path), "--out", str(tmp_path / "runs"), cwd=tmp_path)
     (run_dir,) = (tmp_path / "runs").iterdir()
     injected = [e for e in _events(run_dir / "events" / "launcher.jsonl") if e["event"] == "fault_injected"]
     sent = [e for e in _events(run_dir / "events" / "launcher.jsonl") if e["event"] == "signal_sent"]
     assert len(injected) == 1 and sent, (injected, sent, result.stdout)
+    assert injected[0]["detail"] != "ranks pids []" and sent[0]["target"] == sent[0]["pid"], (injected, sent)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.slow
+def test_a_checkpoint_fault_with_no_checkpoint_to_break_is_not_counted(tmp_path: Path) -> None:
+    """Rank 1 dies before the first save: the restart's load has nothing to corrupt, so nothing was injected
+    but the kill, and the run fails saying which fault found no target."""
+    path = write_scenario(
+        tmp_path, "corrupt_nothing", launcher="ft_launcher", max_restarts=1,
+        trainer={"train.train_iters": 8, "checkpoint.save_interval": 5, "ft.enable_ft_package": True},
+        faults=[{"type": "rank_killed", "rank": 1, "at_step": 3}, {"type": "checkpoint_corrupt", "rank": 0, "attempt": 1}],
+        expect={"exit_code": 0, "restarts": 1, "faults_injected": 1},
+    )
+    result = chaos("run", str(path), "--out", str(tmp_path / "runs"), cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "faults_found_targets" in result.stdout and "no checkpoint to corrupt" in result.stdout, result.stdout
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    journal = json.loads((run_dir / "journal.json").read_text())
+    assert journal["metrics"]["faults_injected"] == 1
+    failed = [v["name"] for v in journal["verdicts"] if not v["passed"]]
+    assert failed == ["faults_found_targets"], journal["verdicts"]
 
 
 def _events(path: Path) -> list[dict]:
