@@ -87,7 +87,7 @@ def replay_inputs(journal_path: Path) -> tuple[Scenario, int]:
     copy = RunFolder(journal_path.parent).scenario
     if not copy.is_file():
         raise ScenarioError(f"{journal_path}: no {copy.name} next to it (replay reads the run's own copy)")
-    scenario = parse_scenario(yaml.safe_load(copy.read_text()), str(copy))
+    scenario = parse_scenario(yaml.safe_load(copy.read_text()), str(copy), folder=copy.parent)  # it runs: its files must exist
     seed = journal["seed"]
     if [f.to_json() for f in plan_faults(scenario, seed)] != journal.get("plan", []):
         raise ScenarioError(f"{journal_path}: seed {seed} no longer gives the recorded plan; this code cannot replay it")

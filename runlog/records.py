@@ -110,7 +110,8 @@ class ObservedStep(Record):
     event = names.STEP
     iteration: int
     loss: float
-    step_time: float = 0.0
+    step_time: float | None = None
+    """Not observed: a command's output line states no step time."""
     observed: bool = True
 
 

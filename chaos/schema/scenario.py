@@ -15,8 +15,17 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BeforeValidator, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
+from chaos.schema import command as cmd
 from chaos.schema.base import Strict, show
 from chaos.schema.expect import Expect
 from chaos.schema.faults import Fault
@@ -107,6 +116,13 @@ class Scenario(Strict):
         recipe_values(recipe)
         return recipe
 
+    @field_validator("command")
+    @classmethod
+    def _command_files(cls, command: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        """Loaded from a file (the loader's context names its folder): the command's files, resolved there."""
+        folder = (info.context or {}).get("folder")
+        return command if command is None or folder is None else cmd.resolve(command, folder)
+
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
         for key in RUNNER_KEYS:
@@ -172,6 +188,20 @@ class Scenario(Strict):
         for i, fault in enumerate(self.faults):
             if fault.planned.side is not Side.RUNNER:
                 raise ValueError(f"faults[{i}].type: {fault.type} fires inside this project's trainer; a `command` takes signal faults only")
+        own_cfg = cmd.ft_cfg(self.command)
+        if own_cfg is not None:
+            if self.launcher != "ft_launcher":
+                raise ValueError(f"command: {cmd.FT_CFG} is ft_launcher's option; this scenario runs {self.launcher}")
+            if self.ft.detection_set():
+                raise ValueError(
+                    f"ft.{self.ft.detection_set()[0]}: the command's {cmd.FT_CFG} ({own_cfg}) is ft_launcher's config; "
+                    "set it there, or leave out that option"
+                )
+            if cmd.RUN_DIR not in own_cfg and Path(own_cfg).is_absolute():
+                try:
+                    cmd.ft_section(own_cfg)
+                except ValueError as e:
+                    raise ValueError(f"command: {e}") from None
         if self.step_pattern is not None:
             try:
                 pattern = re.compile(self.step_pattern)
@@ -181,6 +211,21 @@ class Scenario(Strict):
                 raise ValueError("step_pattern: needs a named group (?P<step>\\d+)")
         elif any(f.at_step is not None for f in self.faults):
             raise ValueError("step_pattern: required when a fault of a `command` fires at_step")
+        self._check_command_expect()
+
+    def _check_command_expect(self) -> None:
+        """What a command's steps can show: they come from its output lines, so they need step_pattern, and
+        none is past the last step the scenario expects it to reach."""
+        e, steps = self.expect, ("completed_steps", "resumed_from_step", "lost_steps")
+        named = [name for name in steps if getattr(e, name) is not None]
+        if named and self.step_pattern is None:
+            raise ValueError(f"expect.{named[0]}: a `command`'s steps are read from its output; set step_pattern")
+        if e.completed_steps is None:
+            return
+        if e.resumed_from_step is not None and e.resumed_from_step > e.completed_steps:
+            raise ValueError(f"expect.resumed_from_step: {e.resumed_from_step} is past expect.completed_steps ({e.completed_steps})")
+        if e.lost_steps is not None and e.lost_steps.min is not None and e.lost_steps.min > e.completed_steps:
+            raise ValueError(f"expect.lost_steps: min {e.lost_steps.min:g} exceeds expect.completed_steps ({e.completed_steps})")
 
     def last_attempt(self) -> tuple[int | None, str]:
         """The highest attempt the run can reach (None: no bound), and why.
@@ -229,7 +274,7 @@ class Scenario(Strict):
         e, iters = self.expect, cfg.train.train_iters
         if e.completed_steps is not None and self.command is None and e.completed_steps > iters:
             raise ValueError(f"expect.completed_steps: {e.completed_steps} is past train.train_iters ({iters})")
-        if e.resumed_from_step is not None:
+        if e.resumed_from_step is not None and self.command is None:
             interval = cfg.checkpoint.save_interval
             if e.resumed_from_step > 0 and not interval:
                 raise ValueError("expect.resumed_from_step: the trainer saves no checkpoints (set checkpoint.save_interval)")
@@ -241,7 +286,7 @@ class Scenario(Strict):
         last, why = self.last_attempt()
         if e.restarts is not None and e.restarts.min is not None and last is not None and e.restarts.min > last:
             raise ValueError(f"expect.restarts: min {e.restarts.min:g} is past the run's last attempt ({last}: {why})")
-        if e.lost_steps is not None and e.lost_steps.min is not None and e.lost_steps.min > iters:
+        if e.lost_steps is not None and e.lost_steps.min is not None and self.command is None and e.lost_steps.min > iters:
             raise ValueError(f"expect.lost_steps: min {e.lost_steps.min:g} exceeds train.train_iters ({iters})")
         for name in ("time_to_detect_s", "time_to_recover_s"):
             limit = getattr(e, name)
@@ -268,15 +313,17 @@ def _is_number_word(text: str) -> bool:
     return True
 
 
-def parse_scenario(data: Any, source: str) -> Scenario:
-    """Validate already-loaded data; every error is one line that starts with `source`."""
+def parse_scenario(data: Any, source: str, folder: Path | None = None) -> Scenario:
+    """Validate already-loaded data; every error is one line that starts with `source`. With `folder`, the
+    scenario file's, the command's relative files are that folder's and must exist (chaos/schema/command.py);
+    without, the command is taken as written (a run folder's copy, whose paths were resolved when it ran)."""
     if not isinstance(data, dict):
         raise ScenarioError(f"{source}: a scenario must be a mapping of fields, got {show(data)}")
     version = data.get("schema_version", SCHEMA_VERSION)
     if type(version) is not int or version != SCHEMA_VERSION:
         raise ScenarioError(f"{source}: schema_version: {show(version)} is not supported (use {SCHEMA_VERSION})")
     try:
-        return Scenario.model_validate(data)
+        return Scenario.model_validate(data, context={"folder": folder})
     except ValidationError as e:
         raise ScenarioError(f"{source}: {describe(e.errors()[0])}") from None
 
@@ -298,7 +345,7 @@ def load_scenario(path: str | Path) -> Scenario:
         raise ScenarioError(f"{p}: not valid YAML: {e}") from None
     if data is None:
         raise ScenarioError(f"{p}: the file is empty")
-    scenario = parse_scenario(data, str(p))
+    scenario = parse_scenario(data, str(p), folder=p.resolve().parent)
     if scenario.name != p.stem:
         raise ScenarioError(f"{p}: name: {scenario.name!r} does not match the file name {p.stem!r}")
     return scenario

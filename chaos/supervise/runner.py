@@ -14,11 +14,13 @@ import uuid
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from chaos.judge.baseline import ensure_baseline
 from chaos.judge.run import RunOutcome, judge_folder, scenario_of
+from chaos.schema.command import ft_cfg, ft_section, rank_argv
 from chaos.schema.plan import PlannedFault, arming, write_plan
 from chaos.schema.scenario import Scenario, plan_faults
 from chaos.supervise.attempts import AttemptTracker
@@ -47,7 +49,7 @@ def launcher_command(scenario: Scenario, run_dir: Path, port: int, overrides: li
     ]
     trainer = ["-m", "trainer", "--recipe", scenario.recipe, *overrides]
     if scenario.command is not None:
-        trainer = ["--no-python", *external_command(scenario.command, run_dir)]
+        trainer = ["--no-python", *external_command(rank_argv(scenario.command), run_dir)]
     if scenario.launcher == "torchrun" and scenario.config.inprocess_restart.enabled:
         # c10d hands workers an ephemeral MASTER_PORT; static rendezvous hands them `port`, so that NVRx's
         # in-process stores on MASTER_PORT+1 and +2 land on the ports reserved with it.
@@ -56,12 +58,23 @@ def launcher_command(scenario: Scenario, run_dir: Path, port: int, overrides: li
     if scenario.launcher == "torchrun":
         return [sys.executable, "-m", "torch.distributed.run", *common, *trainer]
     ft_yaml = RunFolder(run_dir).ft_config
-    options = scenario.ft.model_dump(exclude={"term_timeout"})
-    ft_yaml.write_text(yaml.safe_dump(nvrx_compat.ft_config_section(options)))
+    ft_yaml.write_text(yaml.safe_dump(nvrx_compat.ft_config_section(ft_options(scenario, run_dir))))
     return [
         sys.executable, "-m", nvrx_compat.LAUNCHER_MODULE, *common,
         f"--term-timeout={scenario.ft.term_timeout:g}", f"--ft-cfg-path={ft_yaml}", *trainer,
     ]
+
+
+def ft_options(scenario: Scenario, run_dir: Path) -> dict[str, Any]:
+    """ft_launcher's options: the `fault_tolerance` section of the command's own --ft-cfg-path when it names
+    one (then `ft:` sets only how the launcher runs here, MACHINE_OPTIONS; chaos/schema/command.py), else the
+    scenario's `ft:`. NVRx lets timeouts a rank calculated and loaded (its ft_state) override either."""
+    own = ft_cfg(scenario.command) if scenario.command is not None else None
+    if own is None:
+        return scenario.ft.model_dump(exclude={"term_timeout"})
+    section = ft_section(own.replace("{run_dir}", str(run_dir)))
+    reclaim = scenario.ft.gpu_memory_reclaim_timeout
+    return section if reclaim is None else {**section, "gpu_memory_reclaim_timeout": reclaim}
 
 
 def external_command(command: list[str], run_dir: Path) -> list[str]:

@@ -58,17 +58,43 @@ class EventSteps:
         return [(int(e["attempt"]), int(e["iteration"])) for e in self.tail.poll() if e["event"] == names.STEP]
 
 
+class EpochSteps:
+    """Global, monotone steps from a counter that starts again every epoch (``epoch: E iter: I``).
+
+    An epoch's length is learned from its lines: its largest iteration, counted from the smallest iteration
+    seen in any epoch (0 or 1); an epoch never seen counts as long as the longest one seen. A step is the
+    lengths of the epochs before its own (from the first epoch seen), plus its place in its epoch: with
+    every epoch seen in full, the same number whichever attempt prints it, so a resumed run continues it.
+    """
+
+    def __init__(self) -> None:
+        self.last: dict[int, int] = {}
+        """Each epoch's largest iteration seen."""
+        self.first: int | None = None
+
+    def step(self, epoch: int, iteration: int) -> int:
+        self.first = iteration if self.first is None else min(self.first, iteration)
+        self.last[epoch] = max(iteration, self.last.get(epoch, iteration))
+        sizes = {e: last - self.first + 1 for e, last in self.last.items() if e < epoch}
+        longest = max(sizes.values(), default=0)
+        before = sum(sizes.get(e, longest) for e in range(min(self.last), epoch))
+        return before + iteration - self.first + 1
+
+
 class LogSteps:
     """Steps from the job's output lines, for a command that writes no events.
 
     The launch hands it every output line in order (``Launch.on_line``), after a restart line has moved the
     attempt tracker, so a step printed just before a restart is never credited to the next attempt. Each
-    match becomes a ``step`` event (rank 0, ``observed: true``) in ``events/observed.jsonl``.
+    match becomes a ``step`` event (rank 0, ``observed: true``, no step time) in ``events/observed.jsonl``;
+    with an ``epoch`` group the ``step`` group counts within the epoch and the step is global
+    (:class:`EpochSteps`). A match whose groups are no numbers is no step.
     """
 
     def __init__(self, run_dir: Path, pattern: str, attempts: AttemptTracker):
         self.pattern, self.attempts = re.compile(pattern), attempts
         self.log = EventLog(run_dir, "observed", rank=0, attempt=attempts.launcher)
+        self.epochs = EpochSteps() if "epoch" in self.pattern.groupindex else None
         self._found: queue.SimpleQueue[tuple[int, int]] = queue.SimpleQueue()
 
     def line(self, line: str) -> None:
@@ -76,8 +102,13 @@ class LogSteps:
         m = self.pattern.search(line)
         if m is None:
             return
-        step = int(m["step"])
-        loss = float(m["loss"]) if "loss" in self.pattern.groupindex and m["loss"] else math.nan
+        try:
+            step = int(m["step"])
+            loss = float(m["loss"]) if "loss" in self.pattern.groupindex and m["loss"] else math.nan
+            if self.epochs is not None:
+                step = self.epochs.step(int(m["epoch"]), step)
+        except (TypeError, ValueError):
+            return
         self._found.put((self.log.write(ObservedStep(step, loss))["attempt"], step))
 
     def poll(self) -> list[tuple[int, int]]:

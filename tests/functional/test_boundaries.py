@@ -432,6 +432,65 @@ def test_a_relative_command_path_is_the_scenario_folders_and_must_exist(tmp_path
     one_line_error(chaos("validate", str(path), cwd=tmp_path), "no_such_train.py")
 
 
+@pytest.mark.slow
+def test_a_trainer_counting_iterations_per_epoch_is_followed_globally(tmp_path: Path) -> None:
+    """`epoch: E iter: I` from 0 in every epoch of 8: the steps are global, so the kill at step 12 (epoch 1,
+    iteration 3) fires, and the resume from the step-10 checkpoint reads as one."""
+    path = write_scenario(
+        tmp_path, "cmd_epochs", launcher="ft_launcher", max_restarts=1,
+        command=["python", str(STANDALONE), "--steps", "24", "--epoch-size", "8", "--ckpt", "{run_dir}/ckpt.pt"],
+        step_pattern=r"^epoch: (?P<epoch>\d+) iter: (?P<step>\d+) loss: (?P<loss>\S+)",
+        faults=[{"type": "sigkill", "rank": 1, "at_step": 12}],
+        expect={"exit_code": 0, "restarts": 1, "completed_steps": 24, "resumed_from_step": 10, "lost_steps": {"max": 5}},
+    )
+    result = chaos("run", str(path), "--out", str(tmp_path / "runs"), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    steps = [(e["attempt"], e["iteration"]) for e in _events(run_dir / "events" / "observed.jsonl")]
+    first = [i for a, i in steps if a == 0]
+    again = [i for a, i in steps if a == 1]
+    assert first == list(range(1, len(first) + 1)) and first[-1] >= 12, steps
+    assert again == list(range(11, 25)), steps
+
+
+def test_goodput_is_not_observed_where_step_times_are_not(tmp_path: Path) -> None:
+    lines = "print('step 1 loss 3.0'); print('step 2 loss 2.0')"
+    path = write_scenario(tmp_path, "cmd_goodput", world_size=1, launcher="torchrun", command=["python", "-c", lines],
+                          step_pattern=r"^step (?P<step>\d+) loss (?P<loss>\S+)",
+                          expect={"completed_steps": 2, "goodput": {"min": 0.0}})
+    result = chaos("run", str(path), "--out", str(tmp_path / "runs"), cwd=tmp_path, timeout=120)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "goodput: expected >= 0, observed not observed" in result.stdout, result.stdout
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert json.loads((run_dir / "journal.json").read_text())["metrics"]["goodput"] is None
+
+
+FT_CLIENT = ROOT / "tests" / "functional" / "standalone" / "ft_client.py"
+
+
+def test_a_commands_own_ft_config_is_the_launchers_and_its_learned_timeouts_stand(tmp_path: Path) -> None:
+    """NVRx's own way: `--ft-cfg-path` beside the trainer. The launcher gets that file, the rank's argv
+    loses the option, and timeouts the trainer learned and saved earlier (its ft_state) stand."""
+    (tmp_path / "ft_cfg.yaml").write_text("fault_tolerance:\n  initial_rank_heartbeat_timeout: 41.5\n  rank_heartbeat_timeout: 17.5\n")
+    (tmp_path / "ft_state.json").write_text(json.dumps(
+        {"current_timeouts": {"heartbeat": {"initial": 12.25, "subsequent": 6.25, "were_calculated": True}}}
+    ))
+    path = write_scenario(
+        tmp_path, "cmd_ft_cfg", world_size=1, launcher="ft_launcher", max_restarts=0,
+        command=["python", str(FT_CLIENT), "--ft-cfg-path", "ft_cfg.yaml", "--ft-state", str(tmp_path / "ft_state.json")],
+        step_pattern=r"^step (?P<step>\d+) loss (?P<loss>\S+)", expect={"exit_code": 0, "completed_steps": 1},
+    )
+    result = chaos("run", str(path), "--out", str(tmp_path / "runs"), cwd=tmp_path, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    log = (run_dir / "launcher.log").read_text()
+    assert "configured initial 41.5 subsequent 17.5" in log and "in force initial 12.25 subsequent 6.25" in log, log
+    assert yaml.safe_load((run_dir / "ft.yaml").read_text())["fault_tolerance"]["rank_heartbeat_timeout"] == 17.5
+    both = write_scenario(tmp_path, "cmd_ft_both", world_size=1, launcher="ft_launcher", ft={"rank_heartbeat_timeout": 3},
+                          command=["python", str(FT_CLIENT), "--ft-cfg-path=ft_cfg.yaml"])
+    one_line_error(chaos("validate", str(both), cwd=tmp_path), "ft.rank_heartbeat_timeout", "--ft-cfg-path")
+
+
 # ----------------------------------------------------------------------------- 6. CLI conventions
 def test_version_and_console_script(tmp_path: Path) -> None:
     result = chaos("--version", cwd=tmp_path)

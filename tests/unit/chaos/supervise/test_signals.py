@@ -136,3 +136,20 @@ def test_a_fault_whose_target_never_appears_is_missed_not_injected(
 def test_worker_pids_ignore_processes_of_other_runs() -> None:
     assert worker_pids("no-such-run") == {}
     assert alive(os.getpid()) and not alive(2**22 + 1)
+
+
+def test_epoch_counters_become_global_monotone_steps() -> None:
+    steps = signals.EpochSteps()
+    first = [steps.step(e, i) for e in (0, 1) for i in range(4)] + [steps.step(2, 0), steps.step(2, 1)]
+    assert first == list(range(1, 11))
+    assert [steps.step(1, 2), steps.step(1, 3), steps.step(2, 0)] == [7, 8, 9], "a resume continues the count"
+    one_based = signals.EpochSteps()
+    assert [one_based.step(e, i) for e in (1, 2) for i in (1, 2, 3)] == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_match_that_is_no_number_is_no_step(tmp_path: Path) -> None:
+    steps = signals.LogSteps(tmp_path, r"^step (?P<step>\S+)( loss (?P<loss>\S+))?", AttemptTracker())
+    for line in ("step x loss 1", "step 3 loss nope", "step 4"):
+        steps.line(line)
+    steps.close()
+    assert steps.poll() == [(0, 4)]
