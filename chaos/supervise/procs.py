@@ -128,24 +128,19 @@ def session_pids(run_id: str, leader: int) -> list[int]:
     return [pid for pid in marked_pids(run_id) if session_of(pid) == leader]
 
 
-def kill_all(pgid: int, run_id: str) -> None:
-    """SIGKILL to the process group and to every process of the run."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-    for pid in marked_pids(run_id):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-
-
 def stop_group(pgid: int, run_id: str, grace_s: float = 3.0) -> None:
-    """SIGCONT (stopped ranks can't die of SIGTERM) and SIGTERM, a grace period, then SIGKILL everything."""
+    """SIGCONT (stopped ranks can't die of SIGTERM) and SIGTERM to the process group, a grace period, then
+    SIGKILL to it and to everything of the run. `pgid` is a leader the caller has not reaped: a reaped
+    process's number may be another process group's by now (pids wrap at 32768 on this machine)."""
     for sig in (signal.SIGCONT, signal.SIGTERM):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, sig)
     end = time.monotonic() + grace_s
     while time.monotonic() < end and marked_pids(run_id):
         time.sleep(0.1)
-    kill_all(pgid, run_id)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+    kill_run(run_id)
 
 
 def kill_run(run_id: str, timeout_s: float = 10.0) -> list[int]:

@@ -36,8 +36,9 @@ from pathlib import Path
 from chaos.schema.plan import PlannedFault
 from chaos.supervise.attempts import AttemptTracker
 from chaos.supervise.faults import Armed, SignalFault
-from chaos.supervise.procs import alive, launcher_pid, session_pids, worker_pids
+from chaos.supervise.procs import alive, launcher_pid, proc_environ, session_pids, worker_pids
 from runlog import names
+from runlog.env import RUN_ID_VAR
 from runlog.log import EventLog
 from runlog.reader import EventTail
 from runlog.records import FaultInjected, FaultMissed, ObservedStep, SignalSent
@@ -212,7 +213,11 @@ class ExternalFaults:
         return survivors
 
     def send(self, pids: list[int], sig: signal.Signals) -> None:
+        """`sig` to those of `pids` still the run's: a follow-up comes seconds later, when a dead target's
+        pid may be another process's."""
         for pid in pids:
+            if proc_environ(pid).get(RUN_ID_VAR) != self.run_id:
+                continue
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
                 self.events.write(SignalSent(sig.name, pid, pid=pid, attempt=self.attempts.running()))
