@@ -113,7 +113,8 @@ class ObservedStep(Record):
     event = names.STEP
     iteration: int
     loss: float
-    step_time: float = 0.0
+    step_time: float | None = None
+    """Not observed: a command's output line states no step time."""
     observed: bool = True
 
 
@@ -134,6 +135,20 @@ class FaultInjected(Record):
     """The attempt it fires in, when the writer's own differs (the supervisor's)."""
     params: Mapping[str, Any] = field(default_factory=dict, kw_only=True, metadata={"flatten": True})
     """The fault kind's own fields (``grace_s``, ``ranks``, ``target``, ...), written beside the others."""
+
+
+@dataclass(frozen=True)
+class FaultMissed(Record):
+    """A fault that came due and found nothing to strike (no process of its rank, no checkpoint to
+    corrupt): it was not injected, and the run fails (written instead of its fault_injected)."""
+
+    event = names.FAULT_MISSED
+    fault: str
+    fault_id: str
+    reason: str
+    target_rank: int | None = None
+    target_node: str | None = optional()
+    attempt: int | None = optional()
 
 
 @dataclass(frozen=True)

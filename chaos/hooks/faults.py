@@ -49,6 +49,8 @@ class Rank(Protocol):
 
     def announce(self, fault: PlannedFault, iteration: int | None, detail: str) -> None:
         """Write its fault_injected event (flushed before the fault strikes)."""
+    def miss(self, fault: PlannedFault, reason: str) -> None:
+        """Write its fault_missed event: it found nothing to strike, and is not injected."""
     def kill(self, fault: PlannedFault, iteration: int | None, detail: str, sig: signal.Signals = signal.SIGKILL) -> None: ...
     def arm(self, slowdown: Slowdown) -> None: ...
     def first_time(self, key: tuple[Any, ...]) -> bool: ...
@@ -182,8 +184,13 @@ class CheckpointCorrupt(RankFault):
     def on_load(self, rank: Rank, phase: LoadPhase, checkpoints: Sequence[CheckpointCandidate]) -> None:
         from chaos.hooks.storage import corrupt_newest
 
-        if phase is LoadPhase.CHOOSE:
-            rank.announce(self, None, f"{self.mode} {corrupt_newest(checkpoints, self.mode)}")
+        if phase is not LoadPhase.CHOOSE:
+            return
+        victim = corrupt_newest(checkpoints, self.mode)
+        if victim is None:
+            rank.miss(self, "no checkpoint to corrupt at the load")
+        else:
+            rank.announce(self, None, f"{self.mode} {victim}")
 
 
 @dataclass(frozen=True)

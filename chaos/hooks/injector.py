@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from chaos.hooks.faults import RANK_FAULTS, RankFault, Slowdown
 from chaos.schema.plan import PlannedFault, read_plan
 from runlog.log import EventLog
-from runlog.records import FaultInjected
+from runlog.records import FaultInjected, FaultMissed
 from trainer.components import CheckpointCandidate, CommHook, Component, LoadPhase, SavePhase, TrainContext
 
 if TYPE_CHECKING:
@@ -48,6 +48,9 @@ class FaultInjector(Component):
     # ------------------------------------------------------------------------- what the faults act through
     def announce(self, fault: PlannedFault, iteration: int | None, detail: str) -> None:
         self.events.write(FaultInjected(fault.type, fault.fault_id, detail, iteration, target_rank=self.rank))
+
+    def miss(self, fault: PlannedFault, reason: str) -> None:
+        self.events.write(FaultMissed(fault.type, fault.fault_id, reason, target_rank=self.rank))
 
     def kill(self, fault: PlannedFault, iteration: int | None, detail: str, sig: signal.Signals = signal.SIGKILL) -> None:
         self.announce(fault, iteration, detail)

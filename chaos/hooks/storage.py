@@ -17,10 +17,12 @@ GARBLE_BYTES = 64
 
 
 def corrupt_newest(candidates: Sequence[CheckpointCandidate], mode: Literal["truncate", "garble"]) -> Path | None:
-    """Break the largest data file of the newest of the trainer's checkpoints; returns it (None: none)."""
-    if not candidates:
+    """Break the largest data file of the newest of the trainer's checkpoints; returns it (None: there is no
+    checkpoint, or the newest has no data file)."""
+    files = candidates[0].data_files() if candidates else []
+    if not files:
         return None
-    victim = max(candidates[0].data_files(), key=lambda p: p.stat().st_size)
+    victim = max(files, key=lambda p: p.stat().st_size)
     size = victim.stat().st_size
     with open(victim, "r+b") as f:
         if mode == "truncate":

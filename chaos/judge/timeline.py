@@ -26,7 +26,7 @@ _RANK0_MARKS = frozenset(
     {names.RUN_START, names.RESUME, names.CHECKPOINT_SAVE_END, names.CHECKPOINT_LOAD, names.CHECKPOINT_CORRUPT, names.FT_TIMEOUTS}
 )
 _ANY_MARKS = frozenset(
-    {names.LAUNCH, names.FAULT_INJECTED, names.SIGNAL_SENT, names.LAUNCHER_EXIT, names.LEFTOVER, names.DEADLINE, names.AGENT_START, names.AGENT_EXIT}
+    {names.LAUNCH, names.FAULT_INJECTED, names.FAULT_MISSED, names.SIGNAL_SENT, names.LAUNCHER_EXIT, names.LEFTOVER, names.DEADLINE, names.AGENT_START, names.AGENT_EXIT}
     | RUNNER_DETECTIONS
     | RANK_DETECTIONS
 )
@@ -56,7 +56,8 @@ class Step:
     loss: float
     attempt: int
     t: float
-    step_time: float
+    step_time: float | None
+    """None when not observed (a command's output line, a Megatron line without its elapsed time)."""
 
 
 @dataclass(frozen=True)
@@ -137,14 +138,15 @@ def compute_metrics(events: Iterable[Event]) -> Metrics:
     ordered = _ordered(events)
     lineage = final_lineage(ordered)
     wall = _wall_seconds(ordered)
-    useful = sum(e.get("step_time", 0.0) for e in lineage.values())
+    times = [e.get("step_time") for e in lineage.values()]
+    useful = None if None in times else sum(times)  # a step without its time (a command's line): not observed
     fault_at = next((i for i, e in enumerate(ordered) if e["event"] == names.FAULT_INJECTED), None)
     return Metrics(
         exit_code=_last(ordered, names.LAUNCHER_EXIT, "code"),
         restarts=max((e["attempt"] for e in ordered if e["rank"] >= 0), default=None),
         completed_steps=max((e["iteration"] for e in ordered if e["event"] == names.STEP), default=0),
         wall_s=wall,
-        goodput=useful / wall if wall else None,
+        goodput=useful / wall if wall and useful is not None else None,
         losses={i: e["loss"] for i, e in lineage.items()},
         checkpoints_saved=tuple(e["iteration"] for e in ordered if _on_rank0(e, names.CHECKPOINT_SAVE_END)),
         checkpoints_corrupt=tuple(dict.fromkeys(e["path"] for e in ordered if e["event"] == names.CHECKPOINT_CORRUPT)),
@@ -280,7 +282,7 @@ def _mark(e: Event, start: float) -> Mark:
 
 
 def _step(e: Event, start: float) -> Step:
-    return Step(e["iteration"], e["loss"], e["attempt"], e["mono"] - start, e.get("step_time", 0.0))
+    return Step(e["iteration"], e["loss"], e["attempt"], e["mono"] - start, e.get("step_time"))
 
 
 def _wall_seconds(events: list[Event]) -> float | None:

@@ -49,12 +49,15 @@ class BaselineCheck:
 
 
 def harness_verdicts(events: list[dict[str, Any]], deadline_s: float) -> list[Verdict]:
-    """What every run must show whatever its scenario: it ended before its deadline and left nothing behind."""
+    """What every run must show whatever its scenario: it ended before its deadline, left nothing behind,
+    and every fault that came due found something to strike (a fault that did not is not injected)."""
     killed = any(e["event"] == names.DEADLINE for e in events)
     left = [pid for e in events if e["event"] == names.LEFTOVER for pid in e["pids"]]
+    missed = [f"{e['fault_id']} {e['fault']}: {e['reason']}" for e in events if e["event"] == names.FAULT_MISSED]
     return [
         Verdict("deadline", f"finished within {deadline_s:g} s", "killed at the deadline" if killed else "finished", not killed),
         Verdict("processes_reaped", "no process of the run left", left or "none", not left),
+        Verdict("faults_found_targets", "every fault struck a real target", "; ".join(missed) or "all did", not missed),
     ]
 
 

@@ -24,3 +24,14 @@ class FTLauncherOptions(Strict):
     gpu_memory_reclaim_timeout: float | None = Field(default=None, ge=0)
     """NVRx 0.5+: after stopping workers, wait up to this long until the node's GPUs hold almost nothing
     (None: NVRx's default, 50 s in 0.7; 0: no wait). Runs packed onto shared GPUs turn it off."""
+
+    def detection_set(self) -> list[str]:
+        """The options set away from their defaults that decide how faults are detected: all but the two about
+        how the launcher runs on this machine (``MACHINE_OPTIONS``)."""
+        default = type(self)()
+        return [n for n in type(self).model_fields if n not in MACHINE_OPTIONS and getattr(self, n) != getattr(default, n)]
+
+
+MACHINE_OPTIONS = ("term_timeout", "gpu_memory_reclaim_timeout")
+"""How the launcher stops workers here, not how it detects a fault: these apply over a command's own
+--ft-cfg-path too (chaos/supervise/runner.py)."""

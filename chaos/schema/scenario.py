@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from chaos.errors import BadInput
+from chaos.schema import command as cmd
 from chaos.schema.base import Strict, rules_broken, show
 from chaos.schema.expect import Expect
 from chaos.schema.faults import Fault
@@ -122,6 +123,12 @@ class Scenario(Strict):
         return recipe
 
     _unchecked: frozenset[str] = PrivateAttr(default=frozenset())
+    @field_validator("command")
+    @classmethod
+    def _command_files(cls, command: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        """Loaded from a file (the loader's context names its folder): the command's files, resolved there."""
+        folder = (info.context or {}).get("folder")
+        return command if command is None or folder is None else cmd.resolve(command, folder)
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> Scenario:
@@ -202,6 +209,20 @@ class Scenario(Strict):
         for i, fault in enumerate(self.faults):
             if fault.planned.side is not Side.RUNNER:
                 yield f"faults[{i}].type: {fault.type} fires inside this project's trainer; a `command` takes signal faults only"
+        own_cfg = cmd.ft_cfg(self.command)
+        if own_cfg is not None:
+            if self.launcher != "ft_launcher":
+                yield f"command: {cmd.FT_CFG} is ft_launcher's option; this scenario runs {self.launcher}"
+            if self.ft.detection_set():
+                yield (
+                    f"ft.{self.ft.detection_set()[0]}: the command's {cmd.FT_CFG} ({own_cfg}) is ft_launcher's config; "
+                    "set it there, or leave out that option"
+                )
+            if cmd.RUN_DIR not in own_cfg and Path(own_cfg).is_absolute():
+                try:
+                    cmd.ft_section(own_cfg)
+                except ValueError as e:
+                    yield f"command: {e}"
         if self.step_pattern is not None:
             try:
                 pattern = re.compile(self.step_pattern)
@@ -212,6 +233,21 @@ class Scenario(Strict):
                 yield "step_pattern: needs a named group (?P<step>\\d+)"
         elif any(f.at_step is not None for f in self.faults):
             yield "step_pattern: required when a fault of a `command` fires at_step"
+        yield from self._check_command_expect()
+
+    def _check_command_expect(self) -> Iterator[str]:
+        """What a command's steps can show: they come from its output lines, so they need step_pattern, and
+        none is past the last step the scenario expects it to reach."""
+        e, steps = self.expect, ("completed_steps", "resumed_from_step", "lost_steps")
+        named = [name for name in steps if getattr(e, name) is not None]
+        if named and self.step_pattern is None:
+            yield f"expect.{named[0]}: a `command`'s steps are read from its output; set step_pattern"
+        if e.completed_steps is None:
+            return
+        if e.resumed_from_step is not None and e.resumed_from_step > e.completed_steps:
+            yield f"expect.resumed_from_step: {e.resumed_from_step} is past expect.completed_steps ({e.completed_steps})"
+        if e.lost_steps is not None and e.lost_steps.min is not None and e.lost_steps.min > e.completed_steps:
+            yield f"expect.lost_steps: min {e.lost_steps.min:g} exceeds expect.completed_steps ({e.completed_steps})"
 
     def last_attempt(self) -> tuple[int | None, str]:
         """The highest attempt the run can reach (None: no bound), and why.
@@ -265,7 +301,7 @@ class Scenario(Strict):
         e, iters = self.expect, cfg.train.train_iters
         if e.completed_steps is not None and self.command is None and e.completed_steps > iters:
             yield f"expect.completed_steps: {e.completed_steps} is past train.train_iters ({iters})"
-        if e.resumed_from_step is not None:
+        if e.resumed_from_step is not None and self.command is None:
             interval = cfg.checkpoint.save_interval
             if e.resumed_from_step > 0 and not interval:
                 yield "expect.resumed_from_step: the trainer saves no checkpoints (set checkpoint.save_interval)"
@@ -277,7 +313,7 @@ class Scenario(Strict):
         last, why = self._checked_last_attempt()
         if e.restarts is not None and e.restarts.min is not None and last is not None and e.restarts.min > last:
             yield f"expect.restarts: min {e.restarts.min:g} is past the run's last attempt ({last}: {why})"
-        if e.lost_steps is not None and e.lost_steps.min is not None and e.lost_steps.min > iters:
+        if e.lost_steps is not None and e.lost_steps.min is not None and self.command is None and e.lost_steps.min > iters:
             yield f"expect.lost_steps: min {e.lost_steps.min:g} exceeds train.train_iters ({iters})"
         for name in ("time_to_detect_s", "time_to_recover_s"):
             limit = getattr(e, name)
@@ -304,16 +340,18 @@ def _is_number_word(text: str) -> bool:
     return True
 
 
-def parse_scenario(data: Any, source: str, *, stem: str | None = None) -> Scenario:
+def parse_scenario(data: Any, source: str, *, stem: str | None = None, folder: Path | None = None) -> Scenario:
     """Validate already-loaded data; every problem is one line that starts with `source`. `stem`: the file
-    name (without .yaml) the scenario's name must equal."""
+    name (without .yaml) the scenario's name must equal. With `folder`, the scenario file's, the command's
+    relative files are that folder's and must exist (chaos/schema/command.py); without, the command is taken
+    as written (a run folder's copy, whose paths were resolved when it ran)."""
     if not isinstance(data, dict):
         raise ScenarioError(f"{source}: a scenario must be a mapping of fields, got {show(data)}")
     version = data.get("schema_version", SCHEMA_VERSION)
     if type(version) is not int or version != SCHEMA_VERSION:
         raise ScenarioError(f"{source}: schema_version: {show(version)} is not supported (use {SCHEMA_VERSION})")
     name = data.get("name")
-    scenario, problems = _every_problem(data)
+    scenario, problems = _every_problem(data, folder)
     if stem and isinstance(name, str) and name != stem:
         problems.append(f"name: {name!r} does not match the file name {stem!r}")
     if scenario is None or problems:
@@ -321,7 +359,7 @@ def parse_scenario(data: Any, source: str, *, stem: str | None = None) -> Scenar
     return scenario
 
 
-def _every_problem(data: dict[Any, Any]) -> tuple[Scenario | None, list[str]]:
+def _every_problem(data: dict[Any, Any], folder: Path | None) -> tuple[Scenario | None, list[str]]:
     """The scenario, or every problem of `data`. pydantic checks every field at once, but the cross-field
     rules only once every field is valid, and nothing past an unknown key; so the data is validated again
     without the broken fields (left at their defaults) until no new field breaks. Each round adds its field
@@ -332,7 +370,7 @@ def _every_problem(data: dict[Any, Any]) -> tuple[Scenario | None, list[str]]:
     while True:
         try:
             scenario = Scenario.model_validate(
-                {k: v for k, v in data.items() if k not in broken}, context={UNCHECKED: frozenset(broken)}
+                {k: v for k, v in data.items() if k not in broken}, context={UNCHECKED: frozenset(broken), "folder": folder}
             )
             return (None if broken else scenario), problems
         except ValidationError as e:
@@ -364,7 +402,9 @@ def load_scenario(path: str | Path, *, named: bool = True) -> Scenario:
         raise ScenarioError(*e.problems) from None
     if data is None:
         raise ScenarioError(f"{p}: the file is empty")
-    return parse_scenario(data, str(p), stem=p.stem if named else None)
+    if not named:  # a run folder's copy: its command's paths were resolved when it ran
+        return parse_scenario(data, str(p))
+    return parse_scenario(data, str(p), stem=p.stem, folder=p.resolve().parent)
 
 
 def plan_faults(scenario: Scenario, seed: int) -> list[PlannedFault]:

@@ -20,7 +20,11 @@ class Armed:
     """A planned supervisor fault and where it is in its life: waiting, fired, follow-ups due."""
 
     fault: PlannedFault
+    due_since: float | None = None
+    """When its trigger came (its step, its delay); it fires once its targets are there."""
     fired_at: float | None = None
+    missed: bool = False
+    """Its targets never appeared: it was not injected."""
     pids: list[int] = field(default_factory=list)
     next_at: float | None = None
     """When the next signal is due: the grace's SIGKILL, or the duty cycle's next SIGSTOP/SIGCONT."""
@@ -105,7 +109,9 @@ class DutyCycle(SignalFault):
 class Nodes(Protocol):
     """The simulated nodes of a run, as a node fault acts on them."""
 
-    def pids(self, node: str, ranks_only: bool) -> list[int]: ...
+    def pids(self, node: str, ranks_only: bool) -> list[int] | None:
+        """Every process of the node, or (`ranks_only`) those of its ranks in the round the run is in:
+        None until every rank of the node has one."""
     def send(self, pids: list[int], sig: signal.Signals) -> None: ...
     def lose(self, node: str) -> None: ...
     def start(self, node: str) -> None: ...
@@ -118,7 +124,8 @@ class NodeFault(PlannedFault):
     side = Side.NODE
     target_node: str
 
-    def targets(self, nodes: Nodes) -> list[int]:
+    def targets(self, nodes: Nodes) -> list[int] | None:
+        """The pids it strikes; None while they are not there yet (it waits, chaos/supervise/signals.py)."""
         return []
 
     def strike(self, nodes: Nodes, pids: list[int]) -> None: ...
@@ -130,8 +137,8 @@ class NodeKilled(NodeFault):
 
     type = "node_killed"
 
-    def targets(self, nodes: Nodes) -> list[int]:
-        return nodes.pids(self.target_node, ranks_only=False)
+    def targets(self, nodes: Nodes) -> list[int] | None:
+        return nodes.pids(self.target_node, ranks_only=False) or None
 
     def strike(self, nodes: Nodes, pids: list[int]) -> None:
         nodes.lose(self.target_node)
@@ -144,7 +151,7 @@ class NodeHung(NodeFault):
 
     type = "node_hung"
 
-    def targets(self, nodes: Nodes) -> list[int]:
+    def targets(self, nodes: Nodes) -> list[int] | None:
         return nodes.pids(self.target_node, ranks_only=True)
 
     def strike(self, nodes: Nodes, pids: list[int]) -> None:
@@ -153,7 +160,7 @@ class NodeHung(NodeFault):
 
 @dataclass(frozen=True)
 class NodeRejoin(NodeFault):
-    """A replacement agent for a lost node joins the rendezvous."""
+    """A replacement agent for a lost node joins the rendezvous (it needs no process to strike)."""
 
     type = "node_rejoin"
 

@@ -5,8 +5,8 @@ a cluster job runs one per host (chaos/supervise/nodes.py). Every agent runs wit
 and the run's marker (CHAOS_RUN_ID), which every worker inherits. An agent's output goes to its log
 (``launcher.log``, or ``launcher-<node>.log``); lines that show the launcher or NVRx's rank monitor acting on
 a fault become runner events, stamped as they arrive, and its restart lines move the attempt tracker. On the
-deadline, Ctrl-C or any error every agent's process group is killed; afterwards any process still carrying
-the marker is a leftover: it is reported (a failure of the run) and killed.
+deadline, Ctrl-C or any error every live agent's process group is killed; afterwards any process still
+carrying the marker is a leftover: it is reported (a failure of the run) and killed.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import IO
 
 from chaos.adapters.launcher import classify
+from chaos.supervise import deathsig
 from chaos.supervise.attempts import AttemptTracker
-from chaos.supervise.procs import kill_all, marked_pids, stop_group
+from chaos.supervise.procs import kill_run, marked_pids, stop_group
 from runlog.env import ATTEMPT_BASE_VAR, NODE_VAR, RUN_ID_VAR, node_name
 from runlog.layout import RunFolder
 from runlog.log import EventLog
@@ -117,7 +118,7 @@ class Launch:
                 env["CUDA_VISIBLE_DEVICES"] = spec.gpu_blocks[node_block(index, len(spec.gpu_blocks))]
         log = open(folder.launcher_log if node is None else folder.agent_log(node), "ab")  # noqa: SIM115 - closed by the reader
         proc = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+            deathsig.wrap(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
             cwd=spec.cwd, start_new_session=True,
         )
         agent = Agent(node, proc)
@@ -190,7 +191,8 @@ class Launch:
 
     def _stop_all(self) -> None:
         for agent in self.agents:
-            stop_group(agent.proc.pid, self.spec.run_id)
+            if agent.proc.poll() is None:  # an agent reaped already: its pid may be another's group by now
+                stop_group(agent.proc.pid, self.spec.run_id)
 
     def _read(self, agent: Agent, log: IO[bytes]) -> None:
         with log:
@@ -217,6 +219,5 @@ class Launch:
             time.sleep(0.1)
         if left:
             self.events.write(Leftover(left))
-        for agent in self.agents:
-            kill_all(agent.proc.pid, self.spec.run_id)
+        kill_run(self.spec.run_id)  # by marker, not by the reaped agents' process groups
         return left

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from chaos.schema.plan import PlannedFault
 from chaos.supervise.faults import LOSSES, Armed, NodeFault
 from chaos.supervise.launch import Launch, LaunchResult
-from chaos.supervise.procs import node_pids
+from chaos.supervise.procs import node_pids, node_ranks
 from chaos.supervise.signals import EventSteps, ExternalFaults
 from runlog.env import node_name
 from runlog.records import FaultInjected
@@ -53,11 +53,12 @@ def gpu_blocks(gpus: list[str], per_node: int) -> list[str]:
 class NodeFaults(ExternalFaults):
     """The plan's node faults, with the triggers of the runner's signal faults, and the spares' arrival."""
 
-    def __init__(self, faults: list[PlannedFault], launch: Launch, spares: int):
+    def __init__(self, faults: list[PlannedFault], launch: Launch, spares: int, world_size: int):
         spec = launch.spec
-        super().__init__([], launch.events, launch.attempts, spec.run_id, EventSteps(spec.run_dir))
+        super().__init__([], launch.events, launch.attempts, spec.run_id, EventSteps(spec.run_dir), world_size)
         self.armed = [Armed(f) for f in faults if isinstance(f, NodeFault)]
         self.launch, self.spares = launch, spares
+        self.node_size = world_size // spec.nodes
         losses = [f.attempt for f in faults if isinstance(f, LOSSES)]
         # A spare first starts workers in the round after the first loss; its own restart count is 0 there.
         self.spare_base = min(losses) + 1 if losses else 0
@@ -70,16 +71,25 @@ class NodeFaults(ExternalFaults):
                 self.launch.start(node_name(i), self.spare_base)
             self.spares = 0
 
-    def _fire(self, armed: Armed, now: float) -> None:
+    def _wanted(self, fault: PlannedFault) -> str:
+        return fault.target_node
+
+    def _targets(self, fault: NodeFault) -> list[int] | None:
+        return fault.targets(self)
+
+    def _fire(self, armed: Armed, now: float, targets: list[int]) -> None:
         fault, node = armed.fault, armed.fault.target_node
-        armed.fired_at, armed.pids = now, fault.targets(self)
+        armed.fired_at, armed.pids = now, targets
         seen = self.last_step.get(fault.attempt)
         # iteration None: a rejoin fires before its round has a step
         self.events.write(FaultInjected(fault.type, fault.fault_id, f"{node} pids {armed.pids}", seen, target_node=node))
         fault.strike(self, armed.pids)
 
-    def pids(self, node: str, ranks_only: bool) -> list[int]:
-        return node_pids(self.run_id, node, ranks_only)
+    def pids(self, node: str, ranks_only: bool) -> list[int] | None:
+        if not ranks_only:
+            return node_pids(self.run_id, node)
+        found = node_ranks(self.run_id, node, self.attempts.launcher())
+        return sorted(found) if len(set(found.values())) == self.node_size else None
 
     def lose(self, node: str) -> None:
         self.launch.lose(node)
@@ -89,9 +99,11 @@ class NodeFaults(ExternalFaults):
         self.launch.start(node, base=self.attempts.launcher())
 
 
-def run_nodes(launch: Launch, plan: list[PlannedFault], spares: int, tick: Callable[[], None]) -> LaunchResult:
+def run_nodes(
+    launch: Launch, plan: list[PlannedFault], spares: int, world_size: int, tick: Callable[[], None],
+) -> LaunchResult:
     """Start the nodes' agents, fire the node faults as the run goes, and wait for every agent to end."""
-    faults = NodeFaults(plan, launch, spares)
+    faults = NodeFaults(plan, launch, spares, world_size)
 
     def both() -> None:
         faults.tick()

@@ -2,7 +2,8 @@
 
 Every process the supervisor starts inherits CHAOS_RUN_ID (runlog/env.py), so the run's processes are found
 wherever they are, also those that left the launcher's session: workers carry the ``RANK`` torchelastic
-gives them, a simulated node's carry its CHAOS_NODE_ID, and each launcher agent leads its own session.
+gives them (and lead sessions of their own: torchelastic starts each one with ``start_new_session``), a
+simulated node's carry its CHAOS_NODE_ID, and each launcher agent leads its own session.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import signal
 import time
 from pathlib import Path
 
-from runlog.env import NODE_VAR, RUN_ID_VAR
+from runlog.env import ATTEMPT_BASE_VAR, NODE_VAR, RESTART_COUNT_VAR, RUN_ID_VAR
 
 
 def proc_environ(pid: int) -> dict[str, str]:
@@ -25,13 +26,24 @@ def proc_environ(pid: int) -> dict[str, str]:
     return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
 
 
-def _status(pid: int) -> tuple[str, int] | None:
-    """(state letter, parent pid) of a live process, None once it is gone."""
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name (from the state on), None once it is gone."""
     try:
-        after_name = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
-    return after_name[0], int(after_name[1])
+
+
+def _status(pid: int) -> tuple[str, int] | None:
+    """(state letter, parent pid) of a live process, None once it is gone."""
+    fields = _stat(pid)
+    return None if fields is None else (fields[0], int(fields[1]))
+
+
+def start_time(pid: int) -> int | None:
+    """When the process started (clock ticks since boot): with the pid, an identity no later process reuses."""
+    fields = _stat(pid)
+    return None if fields is None else int(fields[19])
 
 
 def alive(pid: int) -> bool:
@@ -60,14 +72,26 @@ def marked_pids(run_id: str) -> list[int]:
     return list(marked_processes(run_id))
 
 
-def worker_pids(run_id: str, ranks: list[int] | None = None) -> list[int]:
-    """The run's worker processes (those torchelastic gave a RANK), of `ranks` or of every rank.
+def worker_pids(run_id: str, ranks: list[int] | None = None, round_: int | None = None) -> dict[int, int]:
+    """The run's worker processes (those torchelastic gave a RANK), of `ranks` or of every rank, as
+    pid -> rank; with `round_`, only the workers of that launcher round (CHAOS_ATTEMPT_BASE plus
+    TORCHELASTIC_RESTART_COUNT: the round a restart line announced), not a dying one of the round before.
 
     A worker's own children inherit its RANK; only the outermost process of each rank is returned.
     """
-    workers = {pid: env["RANK"] for pid, env in marked_processes(run_id).items() if env.get("RANK", "").isdigit()}
-    chosen = {pid for pid, rank in workers.items() if ranks is None or int(rank) in ranks}
-    return sorted(pid for pid in chosen if (_status(pid) or ("", 0))[1] not in chosen)
+    workers = {
+        pid: int(env["RANK"]) for pid, env in marked_processes(run_id).items()
+        if env.get("RANK", "").isdigit() and (round_ is None or _round(env) == round_)
+    }
+    chosen = {pid: rank for pid, rank in workers.items() if ranks is None or rank in ranks}
+    return {pid: rank for pid, rank in chosen.items() if (_status(pid) or ("", 0))[1] not in chosen}
+
+
+def _round(env: dict[str, str]) -> int | None:
+    try:
+        return int(env.get(ATTEMPT_BASE_VAR, "0")) + int(env.get(RESTART_COUNT_VAR, "0"))
+    except ValueError:
+        return None
 
 
 def node_pids(run_id: str, node: str, ranks_only: bool = False) -> list[int]:
@@ -78,6 +102,14 @@ def node_pids(run_id: str, node: str, ranks_only: bool = False) -> list[int]:
     ]
 
 
+def node_ranks(run_id: str, node: str, round_: int) -> dict[int, int]:
+    """The processes of the ranks on `node` of launcher round `round_` (with what they started), pid -> rank."""
+    return {
+        pid: int(env["RANK"]) for pid, env in marked_processes(run_id).items()
+        if env.get(NODE_VAR) == node and env.get("RANK", "").isdigit() and _round(env) == round_
+    }
+
+
 def session_of(pid: int) -> int | None:
     try:
         return os.getsid(pid)
@@ -86,8 +118,9 @@ def session_of(pid: int) -> int | None:
 
 
 def launcher_pid(run_id: str) -> int | None:
-    """The launcher: the process of the run that leads its own session (the runner started it so)."""
-    return next((pid for pid in marked_pids(run_id) if session_of(pid) == pid), None)
+    """The launcher: the process of the run that leads its own session (the runner started it so) and is no
+    worker (torchelastic starts every worker in a session of its own too)."""
+    return next((pid for pid, env in marked_processes(run_id).items() if session_of(pid) == pid and "RANK" not in env), None)
 
 
 def session_pids(run_id: str, leader: int) -> list[int]:
@@ -95,21 +128,40 @@ def session_pids(run_id: str, leader: int) -> list[int]:
     return [pid for pid in marked_pids(run_id) if session_of(pid) == leader]
 
 
-def kill_all(pgid: int, run_id: str) -> None:
-    """SIGKILL to the process group and to every process of the run."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-    for pid in marked_pids(run_id):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-
-
 def stop_group(pgid: int, run_id: str, grace_s: float = 3.0) -> None:
-    """SIGCONT (stopped ranks can't die of SIGTERM) and SIGTERM, a grace period, then SIGKILL everything."""
+    """SIGCONT (stopped ranks can't die of SIGTERM) and SIGTERM to the process group, a grace period, then
+    SIGKILL to it and to everything of the run. `pgid` is a leader the caller has not reaped: a reaped
+    process's number may be another process group's by now (pids wrap at 32768 on this machine)."""
     for sig in (signal.SIGCONT, signal.SIGTERM):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, sig)
     end = time.monotonic() + grace_s
     while time.monotonic() < end and marked_pids(run_id):
         time.sleep(0.1)
-    kill_all(pgid, run_id)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+    kill_run(run_id)
+
+
+def kill_run(run_id: str, timeout_s: float = 10.0) -> list[int]:
+    """SIGKILL every process of the run and every process in a session one of them leads (a worker's
+    session holds what it started, marked or not), again until none is left or `timeout_s` passes: a
+    launcher that is still alive may start more. Returns the pids it signalled."""
+    killed: set[int] = set()
+    end = time.monotonic() + timeout_s
+    while (victims := _run_and_its_sessions(run_id)) and time.monotonic() < end:
+        for pid in victims:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        killed |= victims
+        time.sleep(0.05)
+    return sorted(killed)
+
+
+def _run_and_its_sessions(run_id: str) -> set[int]:
+    marked = set(marked_processes(run_id))
+    led = {pid for pid in marked if session_of(pid) == pid}
+    if not led:
+        return marked
+    members = {int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit() and session_of(int(e.name)) in led}
+    return (marked | {pid for pid in members if alive(pid)}) - {os.getpid()}

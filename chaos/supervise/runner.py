@@ -9,26 +9,29 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from chaos.errors import BadInput
 from chaos.judge.baseline import BaselineFailed, ensure_baseline
 from chaos.judge.run import RunOutcome, judge_folder, scenario_of
+from chaos.schema.command import ft_cfg, ft_section, rank_argv
 from chaos.schema.plan import PlannedFault, arming, write_plan
 from chaos.schema.scenario import Scenario, plan_faults
 from chaos.supervise.attempts import AttemptTracker
 from chaos.supervise.launch import Launch, LaunchResult, LaunchSpec
 from chaos.supervise.nodes import gpu_blocks, run_nodes, visible_gpus
-from chaos.supervise.ports import release_ports, reserve_ports
+from chaos.supervise.ports import reserve_ports, sweep_claims
 from chaos.supervise.progress import ProgressView
+from chaos.supervise.scratch import make_tmp_dir, sweep_tmp_dirs
 from chaos.supervise.signals import EventSteps, ExternalFaults, LogSteps
+from chaos.supervise.watchdog import Watchdog
 from runlog.env import STORE_PORT_VAR
 from runlog.layout import RunFolder
 from runlog.log import EventLog
@@ -67,7 +70,7 @@ def launcher_command(scenario: Scenario, run_dir: Path, port: int, overrides: li
     ]
     trainer = ["-m", "trainer", "--recipe", scenario.recipe, *overrides]
     if scenario.command is not None:
-        trainer = ["--no-python", *external_command(scenario.command, run_dir)]
+        trainer = ["--no-python", *external_command(rank_argv(scenario.command), run_dir)]
     if scenario.launcher == "torchrun" and scenario.config.inprocess_restart.enabled:
         # c10d hands workers an ephemeral MASTER_PORT; static rendezvous hands them `port`, so that NVRx's
         # in-process stores on MASTER_PORT+1 and +2 land on the ports reserved with it.
@@ -76,12 +79,23 @@ def launcher_command(scenario: Scenario, run_dir: Path, port: int, overrides: li
     if scenario.launcher == "torchrun":
         return [sys.executable, "-m", "torch.distributed.run", *common, *trainer]
     ft_yaml = RunFolder(run_dir).ft_config
-    options = scenario.ft.model_dump(exclude={"term_timeout"})
-    ft_yaml.write_text(yaml.safe_dump(nvrx_compat.ft_config_section(options)))
+    ft_yaml.write_text(yaml.safe_dump(nvrx_compat.ft_config_section(ft_options(scenario, run_dir))))
     return [
         sys.executable, "-m", nvrx_compat.LAUNCHER_MODULE, *common,
         f"--term-timeout={scenario.ft.term_timeout:g}", f"--ft-cfg-path={ft_yaml}", *trainer,
     ]
+
+
+def ft_options(scenario: Scenario, run_dir: Path) -> dict[str, Any]:
+    """ft_launcher's options: the `fault_tolerance` section of the command's own --ft-cfg-path when it names
+    one (then `ft:` sets only how the launcher runs here, MACHINE_OPTIONS; chaos/schema/command.py), else the
+    scenario's `ft:`. NVRx lets timeouts a rank calculated and loaded (its ft_state) override either."""
+    own = ft_cfg(scenario.command) if scenario.command is not None else None
+    if own is None:
+        return scenario.ft.model_dump(exclude={"term_timeout"})
+    section = ft_section(own.replace("{run_dir}", str(run_dir)))
+    reclaim = scenario.ft.gpu_memory_reclaim_timeout
+    return section if reclaim is None else {**section, "gpu_memory_reclaim_timeout": reclaim}
 
 
 def external_command(command: list[str], run_dir: Path) -> list[str]:
@@ -101,9 +115,7 @@ def launcher_env(scenario: Scenario, ports: list[int]) -> dict[str, str]:
 
 
 def child_env(tmp_dir: Path) -> dict[str, str]:
-    """The environment of a run's processes. TMPDIR is the run's own temporary folder: ft_launcher and
-    its rank monitors put their IPC sockets there, which a killed (simulated) node never removes, and the
-    runner deletes the folder when the run is over."""
+    """The environment of a run's processes; TMPDIR is the run's own temporary folder (chaos/supervise/scratch.py)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH")) if p)
     env.update(PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore::FutureWarning", TMPDIR=str(tmp_dir))
@@ -140,15 +152,17 @@ def execute(scenario: Scenario, run_dir: Path, seed: int, progress: Callable[[st
     events = EventLog(run_dir, "launcher", rank=-1, attempt=attempts.launcher)
     view = ProgressView(run_dir, progress) if progress else None
     steps = LogSteps(run_dir, scenario.step_pattern, attempts) if scenario.step_pattern else EventSteps(run_dir)
-    external = ExternalFaults(plan, events, attempts, run_dir.name, steps)
+    external = ExternalFaults(plan, events, attempts, run_dir.name, steps, scenario.world_size)
 
     def tick() -> None:
         external.tick()
         if view:
             view.tick()
 
-    # Short, outside the run folder: a Unix socket's path must fit in 108 bytes.
-    tmp_dir = Path(tempfile.mkdtemp(prefix="chaos-tmp-"))
+    sweep_tmp_dirs()  # what runners killed before their cleanup left, their watchdogs too
+    sweep_claims()
+    tmp_dir = make_tmp_dir()
+    watchdog = Watchdog.start(run_dir.name, tmp_dir)  # the run's processes die with this process
     env = child_env(tmp_dir)
     start = time.monotonic()
     launch = partial(_launch, scenario, run_dir, overrides, plan, events, attempts, tick, steps)
@@ -161,6 +175,7 @@ def execute(scenario: Scenario, run_dir: Path, seed: int, progress: Callable[[st
         return result
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)
+        watchdog.close()
         external.close()
         if isinstance(steps, LogSteps):
             steps.close()
@@ -173,22 +188,22 @@ def _launch(
     deadline_s: float, env_overrides: dict[str, str],
 ) -> LaunchResult:
     """One launch of the job: its agents (one per node) in one c10d rendezvous on reserved loopback ports."""
-    ports = reserve_ports(3)
+    claim = reserve_ports(3)
     try:
         on_gpus = scenario.nodes > 1 and wants_cuda(scenario.config.dist)
         spec = LaunchSpec(
-            command=launcher_command(scenario, run_dir, ports[0], overrides),
-            env={**env, **launcher_env(scenario, ports), **env_overrides},
+            command=launcher_command(scenario, run_dir, claim.ports[0], overrides),
+            env={**env, **launcher_env(scenario, claim.ports), **env_overrides},
             run_dir=run_dir, deadline_s=deadline_s, run_id=run_dir.name, cwd=PROJECT_ROOT, nodes=scenario.nodes,
             gpu_blocks=tuple(gpu_blocks(visible_gpus(), scenario.node_size)) if on_gpus else (),
         )
         launch = Launch(spec, events, attempts, on_line=steps.line if isinstance(steps, LogSteps) else None)
         if scenario.nodes > 1:
-            return run_nodes(launch, plan, scenario.spares, tick)
+            return run_nodes(launch, plan, scenario.spares, scenario.world_size, tick)
         launch.on_tick = tick
         return launch.wait()
     finally:
-        release_ports(ports)
+        claim.release()
 
 
 def _run_baseline(scenario: Scenario, folder: Path) -> str | None:

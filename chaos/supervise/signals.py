@@ -14,6 +14,12 @@ cycles). Nothing here needs the job's cooperation, so it works on any training c
 
 The faults are driven by ``tick()``, which the launch's watch loop calls every 0.1 s, and every signal is
 stamped as a ``signal_sent`` runner event (the first one of a fault also as ``fault_injected``).
+
+A fault fires only at processes that exist: once due, it waits for its targets (every rank it names, or
+every rank of the world for ``all``, each a worker of the launcher round the run is in, not a dying one
+of the round before; for ``launcher``, the launcher), and fires when they are all there. A fault whose
+targets do not appear within ``TARGET_WAIT_S``, or before its attempt or the run ends, is not injected:
+the runner writes ``fault_missed`` with the reason, and the run fails (chaos/judge/verdicts.py).
 """
 
 from __future__ import annotations
@@ -30,11 +36,16 @@ from pathlib import Path
 from chaos.schema.plan import PlannedFault
 from chaos.supervise.attempts import AttemptTracker
 from chaos.supervise.faults import Armed, SignalFault
-from chaos.supervise.procs import alive, launcher_pid, session_pids, worker_pids
+from chaos.supervise.procs import alive, launcher_pid, proc_environ, session_pids, worker_pids
 from runlog import names
+from runlog.env import RUN_ID_VAR
 from runlog.log import EventLog
 from runlog.reader import EventTail
-from runlog.records import FaultInjected, ObservedStep, SignalSent
+from runlog.records import FaultInjected, FaultMissed, ObservedStep, SignalSent
+
+TARGET_WAIT_S = 60.0
+"""How long a due fault waits for its targets: a launch's ranks start in 5-10 s on a CPU machine, more on a
+loaded one, and a restart takes a few seconds more."""
 
 
 class EventSteps:
@@ -48,17 +59,43 @@ class EventSteps:
         return [(int(e["attempt"]), int(e["iteration"])) for e in self.tail.poll() if e["event"] == names.STEP]
 
 
+class EpochSteps:
+    """Global, monotone steps from a counter that starts again every epoch (``epoch: E iter: I``).
+
+    An epoch's length is learned from its lines: its largest iteration, counted from the smallest iteration
+    seen in any epoch (0 or 1); an epoch never seen counts as long as the longest one seen. A step is the
+    lengths of the epochs before its own (from the first epoch seen), plus its place in its epoch: with
+    every epoch seen in full, the same number whichever attempt prints it, so a resumed run continues it.
+    """
+
+    def __init__(self) -> None:
+        self.last: dict[int, int] = {}
+        """Each epoch's largest iteration seen."""
+        self.first: int | None = None
+
+    def step(self, epoch: int, iteration: int) -> int:
+        self.first = iteration if self.first is None else min(self.first, iteration)
+        self.last[epoch] = max(iteration, self.last.get(epoch, iteration))
+        sizes = {e: last - self.first + 1 for e, last in self.last.items() if e < epoch}
+        longest = max(sizes.values(), default=0)
+        before = sum(sizes.get(e, longest) for e in range(min(self.last), epoch))
+        return before + iteration - self.first + 1
+
+
 class LogSteps:
     """Steps from the job's output lines, for a command that writes no events.
 
     The launch hands it every output line in order (``Launch.on_line``), after a restart line has moved the
     attempt tracker, so a step printed just before a restart is never credited to the next attempt. Each
-    match becomes a ``step`` event (rank 0, ``observed: true``) in ``events/observed.jsonl``.
+    match becomes a ``step`` event (rank 0, ``observed: true``, no step time) in ``events/observed.jsonl``;
+    with an ``epoch`` group the ``step`` group counts within the epoch and the step is global
+    (:class:`EpochSteps`). A match whose groups are no numbers is no step.
     """
 
     def __init__(self, run_dir: Path, pattern: str, attempts: AttemptTracker):
         self.pattern, self.attempts = re.compile(pattern), attempts
         self.log = EventLog(run_dir, "observed", rank=0, attempt=attempts.launcher)
+        self.epochs = EpochSteps() if "epoch" in self.pattern.groupindex else None
         self._found: queue.SimpleQueue[tuple[int, int]] = queue.SimpleQueue()
 
     def line(self, line: str) -> None:
@@ -66,8 +103,13 @@ class LogSteps:
         m = self.pattern.search(line)
         if m is None:
             return
-        step = int(m["step"])
-        loss = float(m["loss"]) if "loss" in self.pattern.groupindex and m["loss"] else math.nan
+        try:
+            step = int(m["step"])
+            loss = float(m["loss"]) if "loss" in self.pattern.groupindex and m["loss"] else math.nan
+            if self.epochs is not None:
+                step = self.epochs.step(int(m["epoch"]), step)
+        except (TypeError, ValueError):
+            return
         self._found.put((self.log.write(ObservedStep(step, loss))["attempt"], step))
 
     def poll(self) -> list[tuple[int, int]]:
@@ -86,9 +128,10 @@ class ExternalFaults:
 
     def __init__(
         self, faults: list[PlannedFault], events: EventLog, attempts: AttemptTracker, run_id: str,
-        steps: EventSteps | LogSteps,
+        steps: EventSteps | LogSteps, world_size: int,
     ):
         self.events, self.attempts, self.run_id, self.steps = events, attempts, run_id, steps
+        self.world_size = world_size
         self.armed = [Armed(f) for f in faults if isinstance(f, SignalFault)]
         self.last_step: dict[int, int] = {}
         self.attempt_since: dict[int, float] = {}
@@ -100,10 +143,26 @@ class ExternalFaults:
             self.attempts.ranks_in(attempt)
         self.attempt_since.setdefault(self.attempts.running(), now)
         for armed in self.armed:
-            if armed.fired_at is None and self._due(armed.fault, now):
-                self._fire(armed, now)
+            if armed.fired_at is None and not armed.missed:
+                self._try(armed, now)
             elif armed.next_at is not None and now >= armed.next_at:
                 self._follow_up(armed, now)
+
+    def _try(self, armed: Armed, now: float) -> None:
+        """Fire a due fault at its targets once they are all there; give it up past the wait."""
+        fault = armed.fault
+        if armed.due_since is None:
+            if not self._due(fault, now):
+                return
+            armed.due_since = now
+        elif fault.attempt != self.attempts.running():
+            self._miss(armed, f"attempt {fault.attempt} ended before {self._wanted(fault)} had a process")
+            return
+        targets = self._targets(fault)
+        if targets is not None:
+            self._fire(armed, now, targets)
+        elif now - armed.due_since > TARGET_WAIT_S:
+            self._miss(armed, f"no process of {self._wanted(fault)} within {TARGET_WAIT_S:g} s of its trigger")
 
     def _due(self, fault: PlannedFault, now: float) -> bool:
         if fault.attempt != self.attempts.running():
@@ -112,22 +171,37 @@ class ExternalFaults:
             return self.last_step.get(fault.attempt, 0) >= fault.at_step
         return now - self.attempt_since[fault.attempt] >= fault.delay_s
 
-    def _targets(self, fault: SignalFault) -> list[int]:
+    def _wanted(self, fault: PlannedFault) -> str:
+        """What the fault strikes, in words."""
+        if fault.target is not None:
+            return "the launcher" if fault.target == "launcher" else "every rank"
+        ranks = fault.ranks or [fault.rank]
+        return f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}"
+
+    def _targets(self, fault: SignalFault) -> list[int] | None:
+        """The pids to signal, None while some target has no process (of the round the run is in)."""
         if fault.target == "launcher":
             pid = launcher_pid(self.run_id)
-            return [] if pid is None else [pid]
-        if fault.target == "all":
-            return worker_pids(self.run_id)
-        return worker_pids(self.run_id, fault.ranks or [fault.rank])
+            return None if pid is None else [pid]
+        ranks = list(range(self.world_size)) if fault.target == "all" else fault.ranks or [fault.rank]
+        workers = worker_pids(self.run_id, ranks, round_=self.attempts.launcher())
+        return sorted(workers) if set(workers.values()) == set(ranks) else None
 
-    def _fire(self, armed: Armed, now: float) -> None:
+    def _fire(self, armed: Armed, now: float, targets: list[int]) -> None:
         fault = armed.fault
-        armed.fired_at, armed.pids = now, self._targets(fault)
+        armed.fired_at, armed.pids = now, targets
         self.events.write(FaultInjected(
             fault.type, fault.fault_id, f"{fault.target or 'ranks'} pids {armed.pids}",
             self.last_step.get(fault.attempt), target_rank=fault.rank, attempt=fault.attempt, params=fault.params(),
         ))
         fault.fire(armed, self, now)
+
+    def _miss(self, armed: Armed, reason: str) -> None:
+        fault, armed.missed = armed.fault, True
+        self.events.write(FaultMissed(
+            fault.type, fault.fault_id, reason, target_rank=fault.rank, attempt=fault.attempt,
+            target_node=getattr(fault, "target_node", None),
+        ))
 
     def _follow_up(self, armed: Armed, now: float) -> None:
         armed.fault.follow_up(armed, self, now)
@@ -139,14 +213,21 @@ class ExternalFaults:
         return survivors
 
     def send(self, pids: list[int], sig: signal.Signals) -> None:
+        """`sig` to those of `pids` still the run's: a follow-up comes seconds later, when a dead target's
+        pid may be another process's."""
         for pid in pids:
+            if proc_environ(pid).get(RUN_ID_VAR) != self.run_id:
+                continue
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
                 self.events.write(SignalSent(sig.name, pid, pid=pid, attempt=self.attempts.running()))
 
     def close(self) -> None:
-        """Leave nothing stopped: a duty cycle cut short by the job's end still owes its SIGCONT."""
+        """Leave nothing stopped: a duty cycle cut short by the job's end still owes its SIGCONT. A fault
+        still waiting for its targets missed them."""
         for armed in self.armed:
+            if armed.due_since is not None and armed.fired_at is None and not armed.missed:
+                self._miss(armed, f"the run ended before {self._wanted(armed.fault)} had a process")
             if armed.stopped:
                 self.send([pid for pid in armed.pids if alive(pid)], signal.SIGCONT)
                 armed.stopped = False

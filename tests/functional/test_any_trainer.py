@@ -8,7 +8,7 @@ from pathlib import Path
 from chaos.schema.scenario import parse_scenario
 from chaos.supervise.runner import run_scenario
 
-SCRIPT = ["python", "tests/functional/standalone/ddp_train.py", "--ckpt", "{run_dir}/ckpt.pt", "--steps", "30"]
+SCRIPT = ["python", str(Path(__file__).parent / "standalone" / "ddp_train.py"), "--ckpt", "{run_dir}/ckpt.pt", "--steps", "30"]
 PATTERN = r"^step (?P<step>\d+) loss (?P<loss>\S+)"
 
 

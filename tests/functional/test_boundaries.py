@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -117,6 +119,111 @@ def test_a_sigkilled_runner_takes_its_run_with_it(tmp_path: Path, launcher: str,
     assert tmp_dirs and not any(d.exists() for d in tmp_dirs), tmp_dirs
 
 
+def _start_reap_run(tmp_path: Path, name: str) -> tuple[subprocess.Popen, Path]:
+    """A runner (`chaos run`) of an ft_launcher job that would go on for minutes, once its ranks train."""
+    trainer = {"train.train_iters": 100000, "checkpoint.save_interval": 5, "ft.enable_ft_package": True}
+    path = write_scenario(tmp_path, name, launcher="ft_launcher", trainer=trainer, deadline_s=600, expect={"exit_code": 0})
+    out = tmp_path / "runs"
+    runner = subprocess.Popen([sys.executable, "-m", "chaos", "run", str(path), "--out", str(out)], cwd=tmp_path,
+                              env=chaos_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run_dir = wait_for(lambda: next(out.glob(f"{name}-*"), None), 60, "the run folder")
+    wait_for(lambda: any("step" in x for x in _lines(run_dir / "events" / "rank-1.jsonl")), 120, "rank 1 to train")
+    return runner, run_dir
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        return path.read_text().splitlines()
+    except OSError:
+        return []
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _start_time(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+
+
+@pytest.mark.slow
+def test_the_next_run_sweeps_what_a_runner_killed_with_its_watchdog_left(tmp_path: Path) -> None:
+    """Runner and watchdog SIGKILLed together: the launcher still dies at once (its parent-death signal); its
+    orphaned workers are this test's to kill; the next run removes the dead runner's temporary folder and
+    port claims, and leaves a live owner's folder, and one that names no owner, alone."""
+    runner, run_dir = _start_reap_run(tmp_path, "reap_swept")
+    try:
+        (watchdog,) = [c for c in _children(runner.pid) if "chaos.supervise.watchdog" in _cmdline(c)]
+        (launcher,) = [c for c in _children(runner.pid) if c != watchdog]
+        tmp_dir = Path(_env_of(launcher)["TMPDIR"])
+        port = next(int(a.rsplit(":", 1)[1]) for a in _cmdline(launcher).split() if a.startswith("--rdzv-endpoint="))
+        claim = Path(tempfile.gettempdir()) / "chaos-port-claims" / str(port)
+        assert tmp_dir.is_dir() and claim.is_file()
+        os.kill(watchdog, signal.SIGKILL)
+        runner.send_signal(signal.SIGKILL)
+        runner.wait(timeout=10)
+        wait_for(lambda: launcher not in run_processes(run_dir.name), 2, "the launcher to die with its runner")
+    finally:
+        runner.kill()
+        for pid in run_processes(run_dir.name):
+            os.kill(pid, signal.SIGKILL)
+    live = Path(tempfile.mkdtemp(prefix="chaos-tmp-test-live-"))
+    (live / "owner").write_text(f"{os.getpid()} {_start_time(os.getpid())}\n")
+    unowned = Path(tempfile.mkdtemp(prefix="chaos-tmp-test-unowned-"))
+    try:
+        assert tmp_dir.is_dir() and claim.is_file(), "nothing swept them yet"
+        second = write_scenario(tmp_path, "after_sweep", world_size=1, launcher="torchrun",
+                                trainer={"train.train_iters": 3}, expect={"exit_code": 0})
+        done = chaos("run", str(second), "--out", str(tmp_path / "runs"), cwd=tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert not tmp_dir.exists() and not claim.exists()
+        assert live.is_dir() and unowned.is_dir()
+    finally:
+        shutil.rmtree(live)
+        shutil.rmtree(unowned)
+
+
+@pytest.mark.slow
+def test_a_sigkilled_pytest_worker_takes_its_run_with_it(tmp_path: Path) -> None:
+    """The pytest plugin's run in an xdist worker: the worker is the runner, killed mid-scenario."""
+    scenarios = tmp_path / "scenarios"
+    scenarios.mkdir()
+    write_scenario(scenarios, "reap_in_pytest", launcher="torchrun", trainer={"train.train_iters": 100000},
+                   faults=[{"type": "rank_hung", "rank": 1, "at_step": 3}], deadline_s=600, expect={"exit_code": 0})
+    (tmp_path / "test_reap.py").write_text("def test_it(scenario_file, run_scenario):\n    run_scenario(scenario_file)\n")
+    out = tmp_path / "runs"
+    session = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "1", "--max-worker-restart=0",
+         "--scenario-dir", str(scenarios), "--chaos-out", str(out), "test_reap.py"],
+        cwd=tmp_path, env=chaos_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        run_dir = wait_for(lambda: next(out.glob("reap_in_pytest-*"), None), 120, "the run folder")
+        wait_for(lambda: any("fault_injected" in x for x in _lines(run_dir / "events" / "rank-1.jsonl")), 120, "the hang")
+        marked = run_processes(run_dir.name)
+        (launcher,) = [p for p in marked if os.getsid(p) == p and "RANK" not in _env_of(p)]
+        worker = int(Path(f"/proc/{launcher}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        assert worker != session.pid and session.pid == int(Path(f"/proc/{worker}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        os.kill(worker, signal.SIGKILL)
+        left = _wait_gone(run_dir.name, 10)
+        assert not left, f"processes of the run outlived its SIGKILLed pytest worker: {left}"
+    finally:
+        session.kill()
+        session.communicate(timeout=30)
+        for pid in run_processes(run_dir.name) if "run_dir" in locals() else ():
+            os.kill(pid, signal.SIGKILL)
+
+
 def _env_of(pid: int) -> dict[str, str]:
     try:
         raw = Path(f"/proc/{pid}/environ").read_bytes()
@@ -142,12 +249,33 @@ def test_a_signal_fault_fires_at_real_processes_or_the_run_fails(tmp_path: Path)
         faults=[{"type": "sigkill", "rank": 1, "after_s": 0.1}],
         expect={"exit_code": 0, "restarts": 1, "faults_injected": 1},
     )
-    result = chaos("run", str(path), "--out", str(tmp_path / "runs"), "--json", cwd=tmp_path)
+    result = chaos("run", str(path), "--out", str(tmp_path / "runs"), cwd=tmp_path)
     (run_dir,) = (tmp_path / "runs").iterdir()
     injected = [e for e in _events(run_dir / "events" / "launcher.jsonl") if e["event"] == "fault_injected"]
     sent = [e for e in _events(run_dir / "events" / "launcher.jsonl") if e["event"] == "signal_sent"]
     assert len(injected) == 1 and sent, (injected, sent, result.stdout)
+    assert injected[0]["detail"] != "ranks pids []", injected
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.slow
+def test_a_checkpoint_fault_with_no_checkpoint_to_break_is_not_counted(tmp_path: Path) -> None:
+    """Rank 1 dies before the first save: the restart's load has nothing to corrupt, so nothing was injected
+    but the kill, and the run fails saying which fault found no target."""
+    path = write_scenario(
+        tmp_path, "corrupt_nothing", launcher="ft_launcher", max_restarts=1,
+        trainer={"train.train_iters": 8, "checkpoint.save_interval": 5, "ft.enable_ft_package": True},
+        faults=[{"type": "rank_killed", "rank": 1, "at_step": 3}, {"type": "checkpoint_corrupt", "rank": 0, "attempt": 1}],
+        expect={"exit_code": 0, "restarts": 1, "faults_injected": 1},
+    )
+    result = chaos("run", str(path), "--out", str(tmp_path / "runs"), cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "faults_found_targets" in result.stdout and "no checkpoint to corrupt" in result.stdout, result.stdout
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    journal = json.loads((run_dir / "journal.json").read_text())
+    assert journal["metrics"]["faults_injected"] == 1
+    failed = [v["name"] for v in journal["verdicts"] if not v["passed"]]
+    assert failed == ["faults_found_targets"], journal["verdicts"]
 
 
 def _events(path: Path) -> list[dict]:
@@ -398,6 +526,65 @@ def test_a_relative_command_path_is_the_scenario_folders_and_must_exist(tmp_path
     path = write_scenario(tmp_path, "cmd_missing", command=["python", "no_such_train.py"],
                           step_pattern=r"^step (?P<step>\d+)")
     one_line_error(chaos("validate", str(path), cwd=tmp_path), "no_such_train.py")
+
+
+@pytest.mark.slow
+def test_a_trainer_counting_iterations_per_epoch_is_followed_globally(tmp_path: Path) -> None:
+    """`epoch: E iter: I` from 0 in every epoch of 8: the steps are global, so the kill at step 12 (epoch 1,
+    iteration 3) fires, and the resume from the step-10 checkpoint reads as one."""
+    path = write_scenario(
+        tmp_path, "cmd_epochs", launcher="ft_launcher", max_restarts=1,
+        command=["python", str(STANDALONE), "--steps", "24", "--epoch-size", "8", "--ckpt", "{run_dir}/ckpt.pt"],
+        step_pattern=r"^epoch: (?P<epoch>\d+) iter: (?P<step>\d+) loss: (?P<loss>\S+)",
+        faults=[{"type": "sigkill", "rank": 1, "at_step": 12}],
+        expect={"exit_code": 0, "restarts": 1, "completed_steps": 24, "resumed_from_step": 10, "lost_steps": {"max": 5}},
+    )
+    result = chaos("run", str(path), "--out", str(tmp_path / "runs"), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    steps = [(e["attempt"], e["iteration"]) for e in _events(run_dir / "events" / "observed.jsonl")]
+    first = [i for a, i in steps if a == 0]
+    again = [i for a, i in steps if a == 1]
+    assert first == list(range(1, len(first) + 1)) and first[-1] >= 12, steps
+    assert again == list(range(11, 25)), steps
+
+
+def test_goodput_is_not_observed_where_step_times_are_not(tmp_path: Path) -> None:
+    lines = "print('step 1 loss 3.0'); print('step 2 loss 2.0')"
+    path = write_scenario(tmp_path, "cmd_goodput", world_size=1, launcher="torchrun", command=["python", "-c", lines],
+                          step_pattern=r"^step (?P<step>\d+) loss (?P<loss>\S+)",
+                          expect={"completed_steps": 2, "goodput": {"min": 0.0}})
+    result = chaos("run", str(path), "--out", str(tmp_path / "runs"), cwd=tmp_path, timeout=120)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "goodput: expected >= 0, observed not observed" in result.stdout, result.stdout
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert json.loads((run_dir / "journal.json").read_text())["metrics"]["goodput"] is None
+
+
+FT_CLIENT = ROOT / "tests" / "functional" / "standalone" / "ft_client.py"
+
+
+def test_a_commands_own_ft_config_is_the_launchers_and_its_learned_timeouts_stand(tmp_path: Path) -> None:
+    """NVRx's own way: `--ft-cfg-path` beside the trainer. The launcher gets that file, the rank's argv
+    loses the option, and timeouts the trainer learned and saved earlier (its ft_state) stand."""
+    (tmp_path / "ft_cfg.yaml").write_text("fault_tolerance:\n  initial_rank_heartbeat_timeout: 41.5\n  rank_heartbeat_timeout: 17.5\n")
+    (tmp_path / "ft_state.json").write_text(json.dumps(
+        {"current_timeouts": {"heartbeat": {"initial": 12.25, "subsequent": 6.25, "were_calculated": True}}}
+    ))
+    path = write_scenario(
+        tmp_path, "cmd_ft_cfg", world_size=1, launcher="ft_launcher", max_restarts=0,
+        command=["python", str(FT_CLIENT), "--ft-cfg-path", "ft_cfg.yaml", "--ft-state", str(tmp_path / "ft_state.json")],
+        step_pattern=r"^step (?P<step>\d+) loss (?P<loss>\S+)", expect={"exit_code": 0, "completed_steps": 1},
+    )
+    result = chaos("run", str(path), "--out", str(tmp_path / "runs"), cwd=tmp_path, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    log = (run_dir / "launcher.log").read_text()
+    assert "configured initial 41.5 subsequent 17.5" in log and "in force initial 12.25 subsequent 6.25" in log, log
+    assert yaml.safe_load((run_dir / "ft.yaml").read_text())["fault_tolerance"]["rank_heartbeat_timeout"] == 17.5
+    both = write_scenario(tmp_path, "cmd_ft_both", world_size=1, launcher="ft_launcher", ft={"rank_heartbeat_timeout": 3},
+                          command=["python", str(FT_CLIENT), "--ft-cfg-path=ft_cfg.yaml"])
+    one_line_error(chaos("validate", str(both), cwd=tmp_path), "ft.rank_heartbeat_timeout", "--ft-cfg-path")
 
 
 # ----------------------------------------------------------------------------- 6. CLI conventions

@@ -25,9 +25,12 @@ import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from chaos.supervise.ports import Ports
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # before any test module imports torch (see the docstring)
 
@@ -64,7 +67,7 @@ class Launch:
     child_setup: Callable[[int], None] | None = None
     pids: list[int] = field(default_factory=list)
     codes: dict[int, int] = field(default_factory=dict)
-    ports: list[int] = field(default_factory=list)
+    ports: Ports | None = None
 
     @property
     def workdir(self) -> Path:
@@ -147,10 +150,9 @@ class Launch:
                 self.codes[pid] = os.waitstatus_to_exitcode(status)
 
     def _release(self) -> None:
-        from chaos.supervise.ports import release_ports
-
-        release_ports(self.ports)
-        self.ports = []
+        if self.ports is not None:
+            self.ports.release()
+            self.ports = None
 
     def tails(self) -> str:
         """The last lines of every rank's output, for failure messages."""
@@ -180,7 +182,7 @@ class Launch:
                 del os.environ[key]
             os.environ.update(
                 RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(self.world_size),
-                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(self.ports[0]),
+                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(self.ports.ports[0]),
             )
             if self.child_setup is not None:
                 self.child_setup(rank)

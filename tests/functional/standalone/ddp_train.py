@@ -1,8 +1,10 @@
 """A small DDP training script that knows nothing of the chaos harness (it imports only torch).
 
 It stands for "any trainer": launched by torchrun or ft_launcher, it trains a linear regression with
-DDP on gloo, prints ``step N loss X`` from rank 0, and keeps its own checkpoint (rank 0 writes it
-atomically every ``--save-every`` steps) so that a restarted worker group resumes where it left off.
+DDP on gloo, prints ``step N loss X`` from rank 0 (with ``--epoch-size K``, ``epoch: E iter: I loss: X``
+instead, the iteration counted from 0 in each epoch of K steps, as NVRx's example trainers print it), and
+keeps its own checkpoint (rank 0 writes it atomically every ``--save-every`` steps) so that a restarted
+worker group resumes where it left off.
 
     torchrun --nproc-per-node=2 ddp_train.py --steps 40 --ckpt /tmp/ckpt.pt
 """
@@ -24,6 +26,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--save-every", type=int, default=5)
     p.add_argument("--ckpt", required=True, help="checkpoint file (shared by every attempt)")
     p.add_argument("--step-delay", type=float, default=0.05, help="seconds of simulated work per step")
+    p.add_argument("--epoch-size", type=int, default=None, help="print each step as its epoch and iteration")
     return p.parse_args()
 
 
@@ -31,6 +34,13 @@ def save(path: str, model: torch.nn.Module, opt: torch.optim.Optimizer, step: in
     tmp = f"{path}.tmp"
     torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step}, tmp)
     os.replace(tmp, path)
+
+
+def progress(step: int, epoch_size: int | None, loss: float) -> str:
+    if epoch_size is None:
+        return f"step {step} loss {loss:.6f}"
+    epoch, iteration = divmod(step - 1, epoch_size)
+    return f"epoch: {epoch} iter: {iteration} loss: {loss:.6f}"
 
 
 def main() -> None:
@@ -59,7 +69,7 @@ def main() -> None:
         opt.step()
         time.sleep(args.step_delay)
         if rank == 0:
-            print(f"step {step} loss {loss.item():.6f}", flush=True)
+            print(progress(step, args.epoch_size, loss.item()), flush=True)
             if step % args.save_every == 0:
                 save(args.ckpt, model, opt, step)
         dist.barrier()  # every rank sees the checkpoint of `step` before any computes the next

@@ -177,6 +177,14 @@ def test_a_storage_fault_breaks_the_newest_candidate_before_the_choice(injector,
     assert injected(tmp_path) == [("checkpoint_corrupt", None, f"garble {root / 'iter_0000010' / 'data.distcp'}")]
 
 
+def test_a_storage_fault_with_no_checkpoint_to_break_is_missed_not_injected(injector, tmp_path: Path) -> None:
+    armed = injector([{"type": "checkpoint_corrupt", "attempt": 1, "rank": 1, "mode": "truncate"}], attempt=1)
+    armed.on_load(LoadPhase.CHOOSE, [])
+    assert injected(tmp_path) == []
+    missed = [(e["fault"], e["fault_id"], e["target_rank"], e["reason"]) for e in read_events(tmp_path) if e["event"] == "fault_missed"]
+    assert missed == [("checkpoint_corrupt", "f0", 1, "no checkpoint to corrupt at the load")]
+
+
 def test_a_fault_during_a_sync_save_kills_inside_that_save(injector, tmp_path: Path) -> None:
     armed = injector([{"type": "fault_during_checkpoint", "rank": 1, "at_step": 10}])
 

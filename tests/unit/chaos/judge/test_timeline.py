@@ -85,6 +85,17 @@ def test_empty_run():
     assert build_timeline([]).marks == ()
 
 
+def test_goodput_is_not_observed_where_a_step_states_no_time():
+    """A command's step lines (step_time null) and a Megatron line without its elapsed time (no step_time)."""
+    launch, end = ev("launch", 0.0, rank=-1), ev("launcher_exit", 4.0, rank=-1, code=0)
+    observed = [ev("step", 1.0 + i, iteration=i, loss=1.0, step_time=None, observed=True) for i in (1, 2)]
+    untimed = [ev("step", 1.0 + i, iteration=i, loss=1.0, observed=True) for i in (1, 2)]
+    assert compute_metrics([launch, *observed, end]).goodput is None
+    assert compute_metrics([launch, *untimed, end]).goodput is None
+    timed = [ev("step", 1.0 + i, iteration=i, loss=1.0, step_time=0.5, observed=True) for i in (1, 2)]
+    assert compute_metrics([launch, *timed, end]).goodput == pytest.approx(1.0 / 4.0)
+
+
 def test_goodput_without_runner_events_spans_first_to_last_event():
     events = [ev("run_start", 10.0), *steps(1, 4, 0, 11.0, ranks=(0,)), ev("exit", 12.0, reason="completed")]
     m = compute_metrics(events)

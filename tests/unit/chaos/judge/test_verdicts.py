@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from chaos.judge.timeline import Metrics
-from chaos.judge.verdicts import BaselineCheck, compare_runs, judge
+from chaos.judge.verdicts import BaselineCheck, compare_runs, harness_verdicts, judge
 from chaos.schema.expect import Expect
 from runlog.log import EventLog
 
@@ -34,6 +34,14 @@ def test_a_recovered_run_passes_every_expectation():
         "time_to_detect_s", "time_to_recover_s", "goodput", "baseline",
     ]
     assert all(v.passed for v in verdicts), [v.message() for v in verdicts if not v.passed]
+
+
+def test_a_fault_that_found_no_target_fails_the_run(event):
+    missed = event("fault_missed", 1.0, rank=-1, fault="sigkill", fault_id="f0", reason="no process of rank 1 within 60 s")
+    verdicts = {v.name: v for v in harness_verdicts([missed], deadline_s=60)}
+    assert not verdicts["faults_found_targets"].passed
+    assert verdicts["faults_found_targets"].observed == "f0 sigkill: no process of rank 1 within 60 s"
+    assert {v.name: v for v in harness_verdicts([], deadline_s=60)}["faults_found_targets"].passed
 
 
 def test_only_set_expectations_are_judged():

@@ -7,6 +7,7 @@ leftovers are reported and reaped, and several agents make one job with one exit
 
 from __future__ import annotations
 
+import os
 import sys
 import textwrap
 import time
@@ -156,3 +157,23 @@ def test_a_lost_agents_code_is_the_fault_not_the_jobs(tmp_path: Path) -> None:
     exits = {e["node"]: (e["code"], e["lost"]) for e in read_events(tmp_path) if e["event"] == "agent_exit"}
     assert exits == {"node0": (0, False), "node1": (-9, True)}
     assert result.exit_code == 0
+
+
+def test_only_live_agents_process_groups_are_signalled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """node1's agent exits and is reaped long before the deadline: its pid may be another process group's
+    by then (pids wrap), so the deadline's kill goes to node0's group and the run's marker, never to it."""
+    real, groups = os.killpg, []
+
+    def record(pgid: int, sig: int) -> None:
+        groups.append(pgid)
+        real(pgid, sig)
+
+    monkeypatch.setattr(os, "killpg", record)
+    supervisor, result = launch(tmp_path, """
+        import os, time
+        print("up", flush=True)
+        if os.environ["CHAOS_NODE_ID"] == "node0":
+            time.sleep(60)
+    """, nodes=2, deadline_s=3)
+    node0, node1 = (a.proc.pid for a in supervisor.agents)
+    assert result.timed_out and groups and set(groups) == {node0}, (groups, node0, node1)
