@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -108,3 +109,23 @@ def ft_section(path: str | Path) -> dict[str, Any]:
     if not isinstance(section, dict):
         raise ValueError(f"{FT_CFG} {path}: no `fault_tolerance:` mapping (ft_launcher reads that section)")
     return section
+
+
+def ft_cfg_problems(command: list[str], launcher: str, detection_set: list[str]) -> Iterator[str]:
+    """What is wrong with the command's own --ft-cfg-path: it needs ft_launcher, it wins over the scenario's
+    `ft:` detection options (`detection_set`: those the scenario sets), and a fixed file must hold a section."""
+    own_cfg = ft_cfg(command)
+    if own_cfg is None:
+        return
+    if launcher != "ft_launcher":
+        yield f"command: {FT_CFG} is ft_launcher's option; this scenario runs {launcher}"
+    if detection_set:
+        yield (
+            f"ft.{detection_set[0]}: the command's {FT_CFG} ({own_cfg}) is ft_launcher's config; "
+            "set it there, or leave out that option"
+        )
+    if RUN_DIR not in own_cfg and Path(own_cfg).is_absolute():
+        try:
+            ft_section(own_cfg)
+        except ValueError as e:
+            yield f"command: {e}"

@@ -209,20 +209,7 @@ class Scenario(Strict):
         for i, fault in enumerate(self.faults):
             if fault.planned.side is not Side.RUNNER:
                 yield f"faults[{i}].type: {fault.type} fires inside this project's trainer; a `command` takes signal faults only"
-        own_cfg = cmd.ft_cfg(self.command)
-        if own_cfg is not None:
-            if self.launcher != "ft_launcher":
-                yield f"command: {cmd.FT_CFG} is ft_launcher's option; this scenario runs {self.launcher}"
-            if self.ft.detection_set():
-                yield (
-                    f"ft.{self.ft.detection_set()[0]}: the command's {cmd.FT_CFG} ({own_cfg}) is ft_launcher's config; "
-                    "set it there, or leave out that option"
-                )
-            if cmd.RUN_DIR not in own_cfg and Path(own_cfg).is_absolute():
-                try:
-                    cmd.ft_section(own_cfg)
-                except ValueError as e:
-                    yield f"command: {e}"
+        yield from cmd.ft_cfg_problems(self.command, self.launcher, self.ft.detection_set())
         if self.step_pattern is not None:
             try:
                 pattern = re.compile(self.step_pattern)
