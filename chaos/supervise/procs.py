@@ -34,6 +34,12 @@ def _status(pid: int) -> tuple[str, int] | None:
     return after_name[0], int(after_name[1])
 
 
+def parent(pid: int) -> int | None:
+    """The parent pid of a process, None once it is gone."""
+    status = _status(pid)
+    return None if status is None else status[1]
+
+
 def alive(pid: int) -> bool:
     """Running or stopped, not a zombie: a zombie accepts signals but can no longer act on them."""
     status = _status(pid)
