@@ -78,6 +78,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def skip_reason(scenario, device: str | None) -> str | None:
     """Why a scenario cannot run on this machine/device, or None."""
+    if scenario.requires == "slurm":
+        return f"{scenario.name} runs as a Slurm job (requires: slurm): nox -s slurm, or python -m chaos run --slurm"
     if scenario.requires == "gpu" and device != "cuda":
         return f"{scenario.name} needs CUDA GPUs (requires: gpu): run it with nox -s gpu on a GPU machine"
     if scenario.requires == "cpu" and device == "cuda":

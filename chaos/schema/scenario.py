@@ -19,10 +19,11 @@ from pydantic import BeforeValidator, Field, PrivateAttr, ValidationError, field
 
 from chaos.schema.base import Strict, show
 from chaos.schema.expect import Expect
-from chaos.schema.faults import Fault
+from chaos.schema.faults import Fault, SlurmRequeue
 from chaos.schema.ft_options import FTLauncherOptions
 from chaos.schema.messages import describe, yaml_problem
 from chaos.schema.plan import PlannedFault, Side
+from chaos.schema.slurm_options import SlurmOptions
 from runlog.layout import RunFolder
 from trainer.config import ConfigError, TrainerConfig
 from trainer.config_loader import load_config
@@ -61,12 +62,14 @@ class Scenario(Strict):
     spares: int = Field(default=0, ge=0, le=4)
     """Hot-spare agents, started once the first round trains: they wait in the rendezvous for a lost node."""
     launcher: Literal["ft_launcher", "torchrun"] = "ft_launcher"
-    requires: Literal["any", "cpu", "gpu"] = "any"
-    """Where the scenario applies: 'gpu' ones are skipped (with the reason) on CPU machines, 'cpu' ones on GPU runs."""
+    requires: Literal["any", "cpu", "gpu", "slurm"] = "any"
+    """Where the scenario applies: 'gpu' ones are skipped (with the reason) on CPU machines, 'cpu' ones on GPU
+    runs, 'slurm' ones by the local runner (they run with `run --slurm`)."""
     recipe: str = "tiny_cpu"
     trainer: dict[str, OverrideValue] = Field(default_factory=dict)
     """Dotted trainer overrides, as on the trainer's command line."""
     ft: FTLauncherOptions = Field(default_factory=FTLauncherOptions)
+    slurm: SlurmOptions = Field(default_factory=SlurmOptions)
     max_restarts: int = Field(default=3, ge=0)
     deadline_s: float = Field(default=120.0, gt=0)
     seed: int = Field(default=0, ge=0)
@@ -120,6 +123,7 @@ class Scenario(Strict):
             raise ValueError(f"trainer: {e}") from None
         self._check_faults()
         self._check_expect()
+        self._check_slurm()
         self._check_command()
         self._check_nodes()
         if self.relaunch_env and not self.relaunch:
@@ -160,6 +164,28 @@ class Scenario(Strict):
             if fault.type == "node_killed":
                 killed.add(fault.node)
 
+    def _check_slurm(self) -> None:
+        """Slurm's faults, options and expectations need a Slurm job, and a scenario that has them says so;
+        a Slurm job runs this project's trainer, once per job launch."""
+        slurm = self.requires == "slurm"
+        for i, fault in enumerate(self.faults):
+            if fault.planned.side is not Side.SLURM:
+                continue
+            if not slurm:
+                raise ValueError(f"faults[{i}].type: {fault.type} is delivered by Slurm: set requires: slurm")
+            if fault.rank is not None:
+                raise ValueError(f"faults[{i}].rank: a {fault.type} fault acts on the whole job, not a rank")
+        if slurm:
+            if self.command is not None or self.relaunch:
+                raise ValueError("requires: slurm: a Slurm job runs this project's trainer, without command or relaunch "
+                                 "(a job requeues itself: slurm.job_retries)")
+            return
+        if self.slurm != SlurmOptions():
+            raise ValueError("slurm: options of a Slurm job: set requires: slurm")
+        for name in ("slurm_job_state", "slurm_exit_code"):
+            if getattr(self.expect, name) is not None:
+                raise ValueError(f"expect.{name}: recorded by Slurm: set requires: slurm")
+
     def _check_command(self) -> None:
         if self.command is None:
             if self.step_pattern is not None:
@@ -185,12 +211,15 @@ class Scenario(Strict):
     def last_attempt(self) -> tuple[int | None, str]:
         """The highest attempt the run can reach (None: no bound), and why.
 
-        Each launch has max_restarts + 1 launcher rounds, a relaunch is one more launch, and under in-process
-        restart each round has up to max_iterations attempts (NVRx's RetryController stops the Wrapper at
-        iteration max_iterations; no bound when null).
+        Each launch has max_restarts + 1 launcher rounds, a relaunch is one more launch, so is each Slurm requeue
+        (a `slurm_requeue` fault, each of `slurm.job_retries`), and under in-process restart each round has up to
+        max_iterations attempts (NVRx's RetryController stops the Wrapper at iteration max_iterations; no bound
+        when null).
         """
-        rounds = (self.max_restarts + 1) * (2 if self.relaunch else 1)
+        requeues = self.slurm.job_retries + sum(isinstance(f, SlurmRequeue) for f in self.faults)
+        rounds = (self.max_restarts + 1) * (1 + self.relaunch + requeues)
         why = f"max_restarts {self.max_restarts}" + (", relaunch" if self.relaunch else "")
+        why += f", {requeues} Slurm requeue(s)" if requeues else ""
         inprocess = self.config.inprocess_restart
         if not inprocess.enabled:
             return rounds - 1, why
