@@ -44,7 +44,8 @@ def slurm_cluster(request: pytest.FixtureRequest) -> Iterator[OneHostSlurm]:
     cluster = start_cluster(NODES, Path(out) / "slurm-daemon-logs" if out else None)
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
-        reporter.write_line(f"one-host Slurm: {NODES} nodes idle in {cluster.startup_s:.1f} s ({cluster.home})")
+        installed = "" if cluster.install_s is None else f"packages installed in {cluster.install_s:.1f} s, "
+        reporter.write_line(f"one-host Slurm: {installed}{NODES} nodes idle in {cluster.startup_s:.1f} s ({cluster.home})")
     daemons = [p.pid for p in cluster.daemons.values()]
     yield cluster
     killed = cluster.stop()

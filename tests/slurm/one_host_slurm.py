@@ -59,10 +59,10 @@ def missing_commands() -> list[str]:
     return [c for c in COMMANDS if shutil.which(c) is None]
 
 
-def install(log: Path) -> None:
-    """Install Debian's Slurm and munge packages when a command is missing (root only)."""
+def install(log: Path) -> bool:
+    """Install Debian's Slurm and munge packages when a command is missing (root only); whether it did."""
     if not missing_commands():
-        return
+        return False
     if os.geteuid() != 0:
         raise SlurmUnavailable(f"Slurm is not installed ({', '.join(missing_commands())} missing) and installing it needs root")
     if shutil.which("apt-get") is None:
@@ -76,6 +76,7 @@ def install(log: Path) -> None:
             done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=env).returncode == 0
     if not done or missing_commands():
         raise SlurmUnavailable(f"apt-get could not install {' '.join(PACKAGES)}; see {log}")
+    return True
 
 
 @contextlib.contextmanager
@@ -146,6 +147,8 @@ class OneHostSlurm:
     daemons: dict[str, subprocess.Popen] = field(default_factory=dict, init=False)
     ports: list[int] = field(default_factory=list, init=False)
     node_names: list[str] = field(default_factory=list, init=False)
+    install_s: float | None = field(default=None, init=False)
+    """Seconds apt-get took to install the packages; None when they were there already."""
     startup_s: float | None = field(default=None, init=False)
     """Seconds from start() to every node idle (the packages' install excluded)."""
 
@@ -178,7 +181,9 @@ class OneHostSlurm:
         self.home.chmod(0o755)
         for sub in ("munge", "state", "spool", "log"):
             (self.home / sub).mkdir(mode=0o755)
-        install(self.home / "log" / "apt-get.log")
+        begin = time.monotonic()
+        if install(self.home / "log" / "apt-get.log"):
+            self.install_s = time.monotonic() - begin
         if os.geteuid() != 0:
             raise SlurmUnavailable("the one-host Slurm runs its daemons as root (slurmd starts jobs as their users)")
         begin = time.monotonic()
