@@ -1,4 +1,5 @@
-"""Sessions: `nox` (lint + tests), `nox -s unit`, `nox -s functional -- --scenario NAME`, `nox -s lint`, `nox -s bench`."""
+"""Sessions: `nox` (lint + tests), `nox -s unit`, `nox -s functional -- --scenario NAME`, `nox -s lint`, `nox -s bench`,
+`nox -s slurm` (the Slurm jobs on a real one-host Slurm; root)."""
 
 import nox
 
@@ -30,10 +31,24 @@ def functional(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """unit then functional in one environment (what CI runs)."""
+    """unit, functional, then the Slurm jobs (as `slurm` below), in one environment: what CI runs. The Slurm
+    tests come last: the functional session has cached the fault-free baselines of the catalogue they run."""
     install_project(session)
     session.run("pytest", "tests/unit", "tests/gpu", "-n", "2")
     session.run("pytest", "tests/functional", "-v", "-rA", "--chaos-out=chaos-runs", "--junitxml=chaos-runs/junit.xml", *session.posargs)
+    session.run(*SLURM_PYTEST)
+
+
+@nox.session
+def slurm(session: nox.Session) -> None:
+    """The generated Slurm jobs through real sbatch/srun/scancel/scontrol on a one-host Slurm (munged, slurmctld,
+    three slurmd) that the tests start and stop: needs root, which also installs Debian's packages when missing.
+    Without root the tests skip with the reason; CI sets CHAOS_REQUIRE_SLURM=1, which makes that a failure."""
+    install_project(session)
+    session.run(*SLURM_PYTEST, *session.posargs)
+
+
+SLURM_PYTEST = ("pytest", "tests/slurm", "-v", "-rA", "--chaos-out=chaos-runs", "--junitxml=chaos-runs/junit-slurm.xml")
 
 
 @nox.session

@@ -93,11 +93,22 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     path = resolve(args.scenario, Path(args.scenario_dir))
     scenario = load_scenario(path)
+    if args.slurm:
+        return _on_slurm(args, scenario, path)
     if args.repeat is not None:
         return _repeat(args, scenario, path)
     outcome = run_scenario(
         scenario, Path(args.out), scenario_file=path, seed=args.seed, keep=args.keep, progress=progress_out(args)
     )
+    return show_outcome(args, outcome)
+
+
+def _on_slurm(args: argparse.Namespace, scenario: Scenario, path: Path) -> int:
+    from chaos.supervise.slurm import run_on_slurm
+
+    if args.repeat is not None:
+        raise BadInput("--slurm submits one job; --repeat is for local runs")
+    outcome = run_on_slurm(scenario, Path(args.out), scenario_file=path, seed=args.seed, keep=args.keep)
     return show_outcome(args, outcome)
 
 
@@ -183,14 +194,14 @@ def cmd_judge(args: argparse.Namespace) -> int:
 
 
 def cmd_slurm(args: argparse.Namespace) -> int:
-    from chaos.supervise.slurm import sbatch_script
+    from chaos.supervise.runner import new_run_dir
+    from chaos.supervise.slurm import check_cluster, write_job
 
-    script = sbatch_script(load_scenario(resolve(args.scenario, DEFAULT_SCENARIOS)), args.run_root, args.seed)
-    if args.out is None:
-        print(script, end="")
-    else:
-        Path(args.out).write_text(script)
-        print(f"chaos: wrote {args.out}; submit it with sbatch from the project checkout")
+    scenario = load_scenario(resolve(args.scenario, DEFAULT_SCENARIOS))
+    scenario = scenario.replace(seed=scenario.seed if args.seed is None else args.seed)
+    check_cluster(scenario)  # before the run folder is made: a refused scenario leaves nothing behind
+    script = write_job(scenario, new_run_dir(Path(args.out), scenario.name))
+    print(f"chaos: wrote the job in {script.parent}\n  submit: sbatch {script}\n  judge:  python -m chaos judge {script.parent}")
     return 0
 
 
@@ -214,6 +225,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--keep", action="store_true", help="keep the run's checkpoints (journal, events and picture are always kept)")
     run.add_argument("--out", default="chaos-runs", help="folder for run folders (default: chaos-runs)")
     run.add_argument("--json", action="store_true", help="print the judged run as JSON (progress goes to stderr)")
+    run.add_argument("--slurm", action="store_true", help="submit it as a Slurm job (sbatch --wait; --out on shared storage), then judge it")
     run.set_defaults(func=cmd_run)
     ls = sub.add_parser("list", help="list the scenario catalogue")
     ls.set_defaults(func=cmd_list)
@@ -238,10 +250,9 @@ def parser() -> argparse.ArgumentParser:
     jd.add_argument("run_dir")
     jd.add_argument("--json", action="store_true", help="print the judged run as JSON")
     jd.set_defaults(func=cmd_judge)
-    sl = sub.add_parser("slurm", help="write an sbatch script that runs a scenario on a Slurm cluster")
+    sl = sub.add_parser("slurm", help="write a run folder holding the Slurm job of a scenario (sbatch it yourself)")
     sl.add_argument("scenario", help="a scenario file, or a name from the catalogue")
-    sl.add_argument("--out", help="the script's file (default: print it)")
-    sl.add_argument("--run-root", default="$SLURM_SUBMIT_DIR/chaos-runs", help="run folders' parent, on shared storage")
+    sl.add_argument("--out", default="chaos-runs", help="the run folder's parent, on storage every node mounts (default: chaos-runs)")
     sl.add_argument("--seed", type=count(0), help="override the scenario's seed (fault plan choices)")
     sl.set_defaults(func=cmd_slurm)
     rp = sub.add_parser("replay", help="rerun a journal's run exactly: same scenario, seed and fault plan")

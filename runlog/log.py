@@ -1,7 +1,7 @@
 """The event log writer: one JSON line per event, flushed as written.
 
 Every process appends to ``<run_dir>/events/<source>.jsonl`` (``rank-<r>`` for a rank, ``launcher`` for the
-chaos runner). Each line carries ``event``, ``rank``, ``attempt``, ``pid``, ``node``, ``wall`` and ``mono``
+chaos runner; a Slurm job's ``job``, ``agent-<node>``, ``watch-<node>`` and ``submit``). Each line carries ``event``, ``rank``, ``attempt``, ``pid``, ``node``, ``wall`` and ``mono``
 plus the event's own fields (runlog.records); docs/events.md lists them. Lines are flushed as they are
 written, so a SIGKILLed process loses nothing it logged. ``time.monotonic()`` is system-wide on Linux, so
 ``mono`` orders events across processes of one machine. A writer that finds the last line of its file
@@ -51,13 +51,17 @@ class EventLog:
     def attempt(self) -> int:
         return self._attempt() if callable(self._attempt) else self._attempt
 
-    def write(self, record: Record) -> dict[str, Any]:
-        """Append one event; how every writer of this project logs."""
-        return self.emit(record.event, **record.fields())
+    def write(self, record: Record, at: tuple[float, float] | None = None) -> dict[str, Any]:
+        """Append one event; how every writer of this project logs. ``at``: (wall, mono) when it happened,
+        for an event written down later than it happened (a signal noticed in a handler)."""
+        fields = record.fields()
+        if at is not None:
+            fields["wall"], fields["mono"] = at
+        return self.emit(record.event, **fields)
 
     def emit(self, event: str, **fields: Any) -> dict[str, Any]:
-        """Append an event by name, untyped: for writers outside Python (the sbatch script) and forged
-        events in tests. A record's ``attempt`` or ``node`` overrides the log's."""
+        """Append an event by name, untyped: for forged events in tests (the project's writers write records).
+        A record's ``attempt``, ``node``, ``wall`` or ``mono`` overrides the log's."""
         record = {
             "event": event,
             "rank": self.rank,

@@ -32,5 +32,11 @@ AGENT_START = "agent_start"
 AGENT_EXIT = "agent_exit"
 LEFTOVER = "leftover"
 
+# Written for a job submitted to Slurm (chaos/supervise/slurm*.py; docs/events.md, "A Slurm job's events").
+SUBMIT = "submit"
+SLURM_COMMAND = "slurm_command"
+SLURM_JOB = "slurm_job"
+REQUEUE_FAILED = "requeue_failed"
+
 LAUNCHER_LINES = (WORKER_FAILED, RESTART, FT_TIMEOUT)
 """Events the supervisor stamps when a launcher's output line shows it acting on a fault."""

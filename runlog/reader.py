@@ -6,7 +6,7 @@ trainer's in-process attempt numbering. The policy (docs/events.md, "Reading"):
 
 - a line is read once it is complete (its newline written), so a line being written is never half-read;
 - a complete line must be an event: UTF-8, one JSON object, with the fields every event carries and those
-  readers need of its kind (``runlog.records.problem``). One that is not is *malformed*: kept with its
+  readers need of its kind (``problem`` below). One that is not is *malformed*: kept with its
   file and line number (``EventTail.malformed``); the live readers report it and go on, the judge
   (``read_events``) refuses the folder with :class:`MalformedEvents`;
 - a line a killed writer left unfinished is *torn*, never an event and never an error: at the end of a run
@@ -18,12 +18,57 @@ trainer's in-process attempt numbering. The policy (docs/events.md, "Reading"):
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runlog import names
 from runlog.layout import RunFolder, RunFolderError
-from runlog.records import problem
+
+_KINDS: dict[str, tuple[str, Any]] = {
+    "str": ("a string", lambda v: isinstance(v, str)),
+    "int": ("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)),
+    "number": ("a number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)),
+    "finite": ("a finite number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)),
+    "list": ("a list", lambda v: isinstance(v, list)),
+}
+
+EVERY_EVENT = {"event": "str", "rank": "int", "attempt": "int", "mono": "finite"}
+"""The fields every event carries, with their kinds (``EventLog`` writes them)."""
+WHEN_GIVEN = {"pid": "int", "node": "str", "wall": "number"}
+"""Fields every writer of this project writes, and a foreign writer may leave out; of their kind when given."""
+NEEDED: dict[str, dict[str, str]] = {
+    names.STEP: {"iteration": "int", "loss": "number"},
+    names.CHECKPOINT_SAVE_BEGIN: {"iteration": "int"},
+    names.CHECKPOINT_SAVE_END: {"iteration": "int"},
+    names.CHECKPOINT_LOAD: {"iteration": "int"},
+    names.CHECKPOINT_CORRUPT: {"path": "str"},
+    names.INPROCESS_START: {"inprocess_iteration": "int"},
+    names.SIGNAL_SENT: {"signal": "str"},
+    names.LEFTOVER: {"pids": "list"},
+}
+"""What readers (the judge, the live views) need of an event of each kind: a line without them is not one."""
+
+
+def problem(record: Any) -> str | None:
+    """Why a parsed JSON line is not an event, or None: the fields every event carries, of their kinds, and
+    what readers need of its kind (NEEDED). Any other field is the writer's own."""
+    if not isinstance(record, dict):
+        return f"not an event (a JSON {type(record).__name__}, not an object)"
+    missing = next((key for key in EVERY_EVENT if key not in record), None)
+    if missing is not None:
+        return f"not an event: no {missing!r}"
+    name = record["event"]
+    needed = NEEDED.get(name, {}) if isinstance(name, str) else {}
+    for key, kind in {**EVERY_EVENT, **WHEN_GIVEN, **needed}.items():
+        what, fits = _KINDS[kind]
+        if key not in record:
+            if key not in WHEN_GIVEN:
+                return f"a {name} event needs {key!r} ({what})"
+        elif not fits(record[key]):
+            return f"{key!r} must be {what}, got {json.dumps(record[key])[:40]}"
+    return None
 
 Event = dict[str, Any]
 

@@ -9,8 +9,6 @@ every other field is written, None as null. docs/events.md lists the events and 
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -291,6 +289,8 @@ class AgentStart(Record):
     pid: int
     attempt_base: int
     node: str | None = optional()
+    step: str | None = optional()
+    """On Slurm: the job step the agent runs in, ``<job>.<step>``."""
 
 
 @dataclass(frozen=True)
@@ -308,47 +308,73 @@ class Leftover(Record):
     pids: list[int]
 
 
-# --------------------------------------------------------------------------------------------- reading
-_KINDS: dict[str, tuple[str, Any]] = {
-    "str": ("a string", lambda v: isinstance(v, str)),
-    "int": ("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)),
-    "number": ("a number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)),
-    "finite": ("a finite number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)),
-    "list": ("a list", lambda v: isinstance(v, list)),
-}
+# ----------------------------------------------------------------------------------------- a Slurm job
+@dataclass(frozen=True)
+class JobLaunched(Record):
+    """A launch of a Slurm job, the first and each requeue (the batch script's start step, on node 0)."""
 
-EVERY_EVENT = {"event": "str", "rank": "int", "attempt": "int", "mono": "finite"}
-"""The fields every event carries, with their kinds (``EventLog`` writes them)."""
-WHEN_GIVEN = {"pid": "int", "node": "str", "wall": "number"}
-"""Fields every writer of this project writes, and a foreign writer may leave out; of their kind when given."""
-NEEDED: dict[str, dict[str, str]] = {
-    names.STEP: {"iteration": "int", "loss": "number"},
-    names.CHECKPOINT_SAVE_BEGIN: {"iteration": "int"},
-    names.CHECKPOINT_SAVE_END: {"iteration": "int"},
-    names.CHECKPOINT_LOAD: {"iteration": "int"},
-    names.CHECKPOINT_CORRUPT: {"path": "str"},
-    names.INPROCESS_START: {"inprocess_iteration": "int"},
-    names.SIGNAL_SENT: {"signal": "str"},
-    names.LEFTOVER: {"pids": "list"},
-}
-"""What readers (the judge, the live views) need of an event of each kind: a line without them is not one."""
+    event = names.LAUNCH
+    job_id: str
+    restart_count: int
+    """Slurm's SLURM_RESTART_COUNT: the job's requeues before this launch."""
+    nodelist: str
+    head: str
+    """The rendezvous host: the first node's address."""
+    port: int
+    attempt_base: int
+    """The launch's first attempt: one past every attempt of the run folder's earlier launches."""
 
 
-def problem(record: Any) -> str | None:
-    """Why a parsed JSON line is not an event, or None: the fields every event carries, of their kinds, and
-    what readers need of its kind (NEEDED). Any other field is the writer's own."""
-    if not isinstance(record, dict):
-        return f"not an event (a JSON {type(record).__name__}, not an object)"
-    missing = next((key for key in EVERY_EVENT if key not in record), None)
-    if missing is not None:
-        return f"not an event: no {missing!r}"
-    name = record["event"]
-    needed = NEEDED.get(name, {}) if isinstance(name, str) else {}
-    for key, kind in {**EVERY_EVENT, **WHEN_GIVEN, **needed}.items():
-        what, fits = _KINDS[kind]
-        if key not in record:
-            if key not in WHEN_GIVEN:
-                return f"a {name} event needs {key!r} ({what})"
-        elif not fits(record[key]):
-            return f"{key!r} must be {what}, got {json.dumps(record[key])[:40]}"
-    return None
+@dataclass(frozen=True)
+class Requeue(Record):
+    """A failed job requeues itself (the batch script's end step, `slurm.job_retries`): a restart of the job."""
+
+    event = names.RESTART
+    line: str
+    attempts_left: int
+    requeue: bool = True
+
+
+@dataclass(frozen=True)
+class RequeueFailed(Record):
+    event = names.REQUEUE_FAILED
+    error: str
+
+
+@dataclass(frozen=True)
+class Submitted(Record):
+    """sbatch queued the job (the submitting host, `run --slurm`)."""
+
+    event = names.SUBMIT
+    job_id: str
+    script: str
+
+
+@dataclass(frozen=True)
+class SlurmCommand(Record):
+    """A Slurm command the submitting host ran against the job (a Slurm fault), with what it answered."""
+
+    event = names.SLURM_COMMAND
+    argv: list[str]
+    code: int
+    output: str
+
+
+@dataclass(frozen=True)
+class SlurmJob(Record):
+    """The job as Slurm records it once it ended (`scontrol show job`), written by the submitting host."""
+
+    event = names.SLURM_JOB
+    job_id: str
+    sbatch_code: int | None
+    state: str | None = None
+    """JobState: COMPLETED, FAILED, TIMEOUT, CANCELLED, ..."""
+    exit_code: str | None = None
+    """ExitCode, ``code:signal``."""
+    restarts: int | None = None
+    reason: str | None = None
+    run_time: str | None = None
+    time_limit: str | None = None
+    nodelist: str | None = None
+    error: str | None = optional()
+    """Why Slurm's record could not be read (the other fields are then None)."""

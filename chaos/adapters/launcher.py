@@ -3,13 +3,16 @@
 torchelastic's agent (torchrun, and ft_launcher, which is built on it) logs a worker's death
 (``failed (exitcode: C) local_rank: L``) and its restart decision (``Worker group FAILED. k/N attempts left;
 will restart``); NVRx's rank monitor logs the heartbeat and section timeouts it acts on. The runner stamps
-these lines as detection events the moment it reads them (chaos/supervise/launch.py); a foreign trainer's
-log read afterwards (chaos/adapters/megatron.py) gives the same records.
+these lines as detection events the moment it reads them (``follow``: chaos/supervise/launch.py, and a
+Slurm node's agent wrapper, chaos/supervise/slurm_agent.py); a foreign trainer's log read afterwards
+(chaos/adapters/megatron.py) gives the same records.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
+from typing import IO
 
 from runlog.records import FtTimeout, LauncherLine, Restart, WorkerFailed
 
@@ -30,3 +33,20 @@ def classify(line: str) -> LauncherLine | None:
         if m:
             return kind(line=line[-300:], **{k: int(v) for k, v in m.groupdict().items()})
     return None
+
+
+def follow(
+    stream: Iterable[bytes], copy: IO[bytes], on_record: Callable[[LauncherLine], None],
+    on_line: Callable[[str], None] | None = None,
+) -> None:
+    """Copy a launcher's output to `copy` as it comes (flushed line by line), hand each line `classify` knows
+    to `on_record` as its record, then every line to `on_line`; returns at the end of the output."""
+    for raw in stream:
+        copy.write(raw)
+        copy.flush()
+        line = raw.decode(errors="replace").rstrip()
+        hit = classify(line)
+        if hit is not None:
+            on_record(hit)
+        if on_line is not None:
+            on_line(line)

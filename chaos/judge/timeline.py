@@ -26,14 +26,15 @@ _RANK0_MARKS = frozenset(
     {names.RUN_START, names.RESUME, names.CHECKPOINT_SAVE_END, names.CHECKPOINT_LOAD, names.CHECKPOINT_CORRUPT, names.FT_TIMEOUTS}
 )
 _ANY_MARKS = frozenset(
-    {names.LAUNCH, names.FAULT_INJECTED, names.FAULT_MISSED, names.SIGNAL_SENT, names.LAUNCHER_EXIT, names.LEFTOVER, names.DEADLINE, names.AGENT_START, names.AGENT_EXIT}
+    {names.LAUNCH, names.FAULT_INJECTED, names.FAULT_MISSED, names.SIGNAL_SENT, names.LAUNCHER_EXIT, names.LEFTOVER, names.DEADLINE, names.AGENT_START, names.AGENT_EXIT,
+     names.SLURM_JOB}
     | RUNNER_DETECTIONS
     | RANK_DETECTIONS
 )
 _INFO_FIELDS = (
     "iteration", "fault", "target_rank", "reason", "code", "error", "signal", "path",
     "local_rank", "exitcode", "pids", "seconds", "flagged", "state", "scores", "diagnosis", "target_node", "agent",
-    "heartbeat", "calculated",
+    "heartbeat", "calculated", "exit_code", "job_id",
 )
 
 
@@ -116,6 +117,12 @@ class Metrics:
     """The world size the ranks of the last restart round started with."""
     nodes_after: list[str] | None = None
     """The node identities of the last restart round's ranks, sorted."""
+    launches: int = 0
+    """The supervisor's (or a Slurm job's) launches of the job: a relaunch or a requeue is one more."""
+    slurm_job_state: str | None = None
+    """The job's last state in Slurm's record (`slurm_job` event); None for a run not submitted to Slurm."""
+    slurm_exit_code: str | None = None
+    """The job's exit code in Slurm's record, `code:signal`."""
 
 
 def load_run(run_dir: str | Path) -> tuple[Timeline, Metrics]:
@@ -162,6 +169,8 @@ def compute_metrics(events: Iterable[Event]) -> Metrics:
         **_straggler_metrics(ordered),
         **_last_round(ordered),
         time_to_detect_last_s=_detect_last(ordered),
+        launches=sum(1 for e in ordered if e["event"] == names.LAUNCH and e["rank"] < 0),
+        **_slurm_metrics(ordered),
         **(_fault_metrics(ordered, fault_at) if fault_at is not None else {}),
     )
 
@@ -227,8 +236,15 @@ def _straggler_metrics(events: list[Event]) -> dict[str, Any]:
     return {"stragglers_flagged": flagged, "reports_to_flag": hit}
 
 
+def _slurm_metrics(events: list[Event]) -> dict[str, Any]:
+    """The job as Slurm recorded it when it ended (the submitting host's last `slurm_job` event)."""
+    record = next((e for e in reversed(events) if e["event"] == names.SLURM_JOB), None)
+    return {} if record is None else {"slurm_job_state": record.get("state"), "slurm_exit_code": record.get("exit_code")}
+
+
 def _preemption_metrics(events: list[Event]) -> dict[str, Any]:
-    """Around the first SIGTERM the runner sent: a checkpoint sealed inside the grace, and a SIGKILL after it."""
+    """Around the first SIGTERM the runner (or Slurm) sent: a checkpoint sealed inside the grace, and a
+    SIGKILL after it (Slurm's own, at the time limit, shows as the job's TIMEOUT state)."""
     term = next((e for e in events if e["event"] == names.FAULT_INJECTED and e.get("fault") == "sigterm"), None)
     if term is None:
         return {}
@@ -236,7 +252,7 @@ def _preemption_metrics(events: list[Event]) -> dict[str, Any]:
     saved = any(_on_rank0(e, names.CHECKPOINT_SAVE_END) and term["mono"] < e["mono"] <= end for e in events)
     killed = any(
         e["event"] == names.SIGNAL_SENT and e["signal"] == "SIGKILL" and e["mono"] > term["mono"] for e in events
-    )
+    ) or _slurm_metrics(events).get("slurm_job_state") == "TIMEOUT"
     return {"preemption_saved": saved, "grace_killed": killed}
 
 

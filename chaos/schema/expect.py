@@ -102,6 +102,12 @@ class Expect(Strict):
     """The world size of the last restart round (a multi-node run that lost a node may shrink)."""
     nodes_after: list[str] | None = None
     """The node identities (CHAOS_NODE_ID) of the last restart round's ranks, sorted: who took over."""
+    launches: Limit | None = None
+    """Times the job was launched (a relaunch, a Slurm requeue: one more each)."""
+    slurm_job_state: str | None = None
+    """The job's final state as Slurm records it (`scontrol show job`: COMPLETED, FAILED, TIMEOUT, ...)."""
+    slurm_exit_code: str | None = None
+    """The job's exit code as Slurm records it, `code:signal` (0:0)."""
     baseline: BaselineSpec | None = None
 
     @model_validator(mode="before")

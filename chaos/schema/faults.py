@@ -231,6 +231,23 @@ class NodeRejoin(_NodeFault):
         return self
 
 
+class SlurmKillStep(_FaultBase):
+    """`scancel --signal=KILL <job>.<step>` from the submitting host: every process of the job's running
+    step (launcher agents, rank monitors, ranks) is killed at once; the batch script sees srun fail and,
+    with `slurm.job_retries`, requeues the job (requires: slurm)."""
+
+    type: Literal["slurm_kill_step"]
+    planned = outside.SlurmKillStep
+
+
+class SlurmRequeue(_FaultBase):
+    """`scontrol requeue <job>` from the submitting host: Slurm stops the running job and starts it again
+    in the same run folder, a new job launch that resumes from the checkpoints (requires: slurm)."""
+
+    type: Literal["slurm_requeue"]
+    planned = outside.SlurmRequeue
+
+
 class SlowRank(_FaultBase):
     """The rank computes slower from its trigger on (chaos/hooks/slow_rank.py): each forward pass `factor` times
     as long, or `seconds` more per step, on CPU; a competing CUDA stream on its device on GPU."""
@@ -282,6 +299,7 @@ class SpikyLoss(_LossFault):
 FAULT_KINDS = (
     RankHung, RankKilled, RandomFault, ExceptionFault, CollectiveHang, FaultDuringCheckpoint, CheckpointCorrupt,
     Sigterm, Sigkill, Sigstop, DutyCycle, SlowRank, NanLoss, SpikyLoss, NodeKilled, NodeHung, NodeRejoin,
+    SlurmKillStep, SlurmRequeue,
 )
 """Every fault kind a scenario may name (in this order in error messages)."""
 

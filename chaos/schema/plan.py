@@ -30,7 +30,10 @@ class Side(str, Enum):
     RUNNER = "runner"
     """The runner, with real signals to real pids (chaos/supervise/signals.py)."""
     NODE = "node"
-    """The node supervisor: a whole simulated node's agent and ranks (chaos/supervise/nodes.py, slurm.py)."""
+    """The node supervisor: a whole simulated node's agent and ranks (chaos/supervise/nodes.py; on a Slurm
+    node its agent wrapper, chaos/supervise/slurm_agent.py)."""
+    SLURM = "slurm"
+    """Slurm itself, on request of the host that submitted the job (chaos/supervise/slurm.py)."""
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,11 @@ from chaos.errors import BadInput
 from chaos.schema import command as cmd
 from chaos.schema.base import Strict, rules_broken, show
 from chaos.schema.expect import Expect
-from chaos.schema.faults import Fault
+from chaos.schema.faults import Fault, SlurmRequeue
 from chaos.schema.ft_options import FTLauncherOptions
 from chaos.schema.messages import describe
 from chaos.schema.plan import PlannedFault, Side
+from chaos.schema.slurm_options import SlurmOptions, slurm_problems
 from runlog.layout import RunFolder
 from trainer.config import ConfigError, TrainerConfig
 from trainer.config_loader import load_config, read_yaml
@@ -76,12 +77,14 @@ class Scenario(Strict):
     spares: int = Field(default=0, ge=0, le=4)
     """Hot-spare agents, started once the first round trains: they wait in the rendezvous for a lost node."""
     launcher: Literal["ft_launcher", "torchrun"] = "ft_launcher"
-    requires: Literal["any", "cpu", "gpu"] = "any"
-    """Where the scenario applies: 'gpu' ones are skipped (with the reason) on CPU machines, 'cpu' ones on GPU runs."""
+    requires: Literal["any", "cpu", "gpu", "slurm"] = "any"
+    """Where the scenario applies: 'gpu' ones are skipped (with the reason) on CPU machines, 'cpu' ones on GPU
+    runs, 'slurm' ones by the local runner (they run with `run --slurm`)."""
     recipe: str = "tiny_cpu"
     trainer: dict[str, OverrideValue] = Field(default_factory=dict)
     """Dotted trainer overrides, as on the trainer's command line."""
     ft: FTLauncherOptions = Field(default_factory=FTLauncherOptions)
+    slurm: SlurmOptions = Field(default_factory=SlurmOptions)
     max_restarts: int = Field(default=3, ge=0)
     deadline_s: float = Field(default=120.0, gt=0)
     seed: int = Field(default=0, ge=0)
@@ -140,7 +143,7 @@ class Scenario(Strict):
             problems += self._config_problems()
         if not problems:
             problems += [*self._check_faults(), *self._check_expect()]
-        problems += [*self._check_command(), *self._check_nodes()]
+        problems += [*slurm_problems(self), *self._check_command(), *self._check_nodes()]
         if self.relaunch_env and not self.relaunch:
             problems.append("relaunch_env: set relaunch: true as well (it is the relaunch's environment)")
         if problems:
@@ -161,7 +164,7 @@ class Scenario(Strict):
             return [f"trainer: {e}"]
         return []
 
-    def _checked(self, *fields: str) -> bool:
+    def checked(self, *fields: str) -> bool:
         """Whether none of `fields` is broken (see UNCHECKED): a rule that reads one waits for it."""
         return not self._unchecked.intersection(fields)
 
@@ -239,12 +242,15 @@ class Scenario(Strict):
     def last_attempt(self) -> tuple[int | None, str]:
         """The highest attempt the run can reach (None: no bound), and why.
 
-        Each launch has max_restarts + 1 launcher rounds, a relaunch is one more launch, and under in-process
-        restart each round has up to max_iterations attempts (NVRx's RetryController stops the Wrapper at
-        iteration max_iterations; no bound when null).
+        Each launch has max_restarts + 1 launcher rounds, a relaunch is one more launch, so is each Slurm requeue
+        (a `slurm_requeue` fault, each of `slurm.job_retries`), and under in-process restart each round has up to
+        max_iterations attempts (NVRx's RetryController stops the Wrapper at iteration max_iterations; no bound
+        when null).
         """
-        rounds = (self.max_restarts + 1) * (2 if self.relaunch else 1)
+        requeues = self.slurm.job_retries + sum(isinstance(f, SlurmRequeue) for f in self.faults)
+        rounds = (self.max_restarts + 1) * (1 + self.relaunch + requeues)
         why = f"max_restarts {self.max_restarts}" + (", relaunch" if self.relaunch else "")
+        why += f", {requeues} Slurm requeue(s)" if requeues else ""
         inprocess = self.config.inprocess_restart
         if not inprocess.enabled:
             return rounds - 1, why
@@ -255,14 +261,14 @@ class Scenario(Strict):
 
     def _checked_last_attempt(self) -> tuple[int | None, str]:
         """last_attempt(), or no bound while max_restarts or relaunch is broken."""
-        return self.last_attempt() if self._checked("max_restarts", "relaunch") else (None, "")
+        return self.last_attempt() if self.checked("max_restarts", "relaunch") else (None, "")
 
     def _check_faults(self) -> Iterator[str]:
         cfg = self.config
         iters, world = cfg.train.train_iters, self.world_size
         sim_rank = cfg.ft.simulated_fault_rank
         last, why = self._checked_last_attempt()
-        deadline = self._checked("deadline_s")
+        deadline = self.checked("deadline_s")
         if sim_rank is not None and not 0 <= sim_rank < world:
             yield f"trainer.ft.simulated_fault_rank: {sim_rank} is outside the world (world_size {world})"
         for i, fault in enumerate(self.faults):
@@ -304,7 +310,7 @@ class Scenario(Strict):
             yield f"expect.lost_steps: min {e.lost_steps.min:g} exceeds train.train_iters ({iters})"
         for name in ("time_to_detect_s", "time_to_recover_s"):
             limit = getattr(e, name)
-            if self._checked("deadline_s") and limit is not None and limit.min is not None and limit.min > self.deadline_s:
+            if self.checked("deadline_s") and limit is not None and limit.min is not None and limit.min > self.deadline_s:
                 yield f"expect.{name}: min {limit.min:g} is beyond deadline_s ({self.deadline_s:g})"
         bounds = (e.goodput.min, e.goodput.max) if e.goodput is not None else ()
         if any(v is not None and not 0 <= v <= 1 for v in bounds):

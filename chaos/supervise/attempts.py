@@ -12,10 +12,11 @@ import threading
 
 
 class AttemptTracker:
-    def __init__(self) -> None:
+    def __init__(self, first: int = 0) -> None:
         self._lock = threading.Lock()
-        self._announced = 0
-        """The largest round a launcher's restart line announced (or a relaunch began)."""
+        self._announced = first
+        """The largest round a launcher's restart line announced (or a relaunch began); from `first`, the round
+        the first launch starts in (0; a requeued Slurm job's numbers on from its earlier launches')."""
         self._agents: dict[str, int] = {}
         """Each agent's round: the one it joined, plus its restarts."""
         self._ranks = 0

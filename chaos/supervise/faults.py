@@ -1,6 +1,8 @@
 """The fault kinds the supervisor fires from outside the ranks: each one a planned-fault record and how it
 strikes. Signal faults (chaos/supervise/signals.py sends them) go to real pids of the job; node faults
-(chaos/supervise/nodes.py) to a whole simulated node's agent and ranks.
+(chaos/supervise/nodes.py, on Slurm chaos/supervise/slurm_agent.py) to a whole node's agent and ranks;
+Slurm faults (chaos/supervise/slurm.py) are Slurm commands against the whole job, run from the host that
+submitted it.
 
 A kind acts through the side that fires it (:class:`Signals`, :class:`Nodes`), and keeps what changes as
 the fault goes (follow-up signals, duty cycles) in its :class:`Armed` state, never in itself.
@@ -168,7 +170,46 @@ class NodeRejoin(NodeFault):
         nodes.start(self.target_node)
 
 
+class Job(Protocol):
+    """A submitted Slurm job, as a Slurm fault acts on it."""
+
+    job_id: str
+
+    def running_step(self) -> str:
+        """``<job>.<step>`` of the job's newest running step (the srun of its node tasks), else the job's id."""
+
+
+@dataclass(frozen=True)
+class SlurmFault(PlannedFault):
+    """A fault Slurm delivers to the whole job on request of the submitting host: the command it runs."""
+
+    side = Side.SLURM
+
+    def argv(self, job: Job) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class SlurmKillStep(SlurmFault):
+    """SIGKILL from Slurm to every process of the job's running step at once (agents, rank monitors, ranks)."""
+
+    type = "slurm_kill_step"
+
+    def argv(self, job: Job) -> list[str]:
+        return ["scancel", "--signal=KILL", job.running_step()]
+
+
+@dataclass(frozen=True)
+class SlurmRequeue(SlurmFault):
+    """Slurm takes the running job back (SIGTERM, KillWait, SIGKILL) and starts it again in the same folder."""
+
+    type = "slurm_requeue"
+
+    def argv(self, job: Job) -> list[str]:
+        return ["scontrol", "requeue", job.job_id]
+
+
 SIGNAL_FAULTS: tuple[type[SignalFault], ...] = (Sigterm, Sigkill, Sigstop, DutyCycle)
 NODE_FAULTS: tuple[type[NodeFault], ...] = (NodeKilled, NodeHung, NodeRejoin)
 LOSSES: tuple[type[NodeFault], ...] = (NodeKilled, NodeHung)
 """Node faults that take a node's ranks out of the round (a spare first trains in the round after one)."""
+SLURM_FAULTS: tuple[type[SlurmFault], ...] = (SlurmKillStep, SlurmRequeue)

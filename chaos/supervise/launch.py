@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO
 
-from chaos.adapters.launcher import classify
+from chaos.adapters.launcher import follow
 from chaos.supervise import deathsig
 from chaos.supervise.attempts import AttemptTracker
 from chaos.supervise.procs import kill_run, marked_pids, stop_group
@@ -82,6 +82,13 @@ def agent_command(command: list[str], is_host: bool) -> list[str]:
     return [*command[:at], f"--rdzv-conf=is_host={str(is_host).lower()}", *command[at:]]
 
 
+def worker_base(command: list[str], base: int) -> int:
+    """What a late agent's workers add to their TORCHELASTIC_RESTART_COUNT to number their attempt: the
+    round it joins (`base`), unless the launcher already counts rounds there (ft_launcher 0.7)."""
+    ft = nvrx_compat.LAUNCHER_MODULE in command
+    return 0 if ft and nvrx_compat.RESTART_COUNT_IS_ROUND else base
+
+
 def node_block(index: int, blocks: int) -> int:
     """The GPU block of node ``index``: its own where there are enough; a node beyond them (a spare) takes
     blocks from the last one down. Active nodes always fit (a scenario needs world_size GPUs); a spare
@@ -111,7 +118,7 @@ class Launch:
         env = {ATTEMPT_BASE_VAR: str(base), **spec.env, RUN_ID_VAR: spec.run_id}
         command = spec.command
         if node is not None:
-            env.update({**nvrx_compat.SIMULATED_NODES_ENV, NODE_VAR: node, ATTEMPT_BASE_VAR: str(self.worker_base(base))})
+            env.update({**nvrx_compat.SIMULATED_NODES_ENV, NODE_VAR: node, ATTEMPT_BASE_VAR: str(worker_base(command, base))})
             command = agent_command(spec.command, is_host=node == node_name(0))
             if spec.gpu_blocks:
                 index = int(node.removeprefix("node"))
@@ -132,12 +139,6 @@ class Launch:
         agent.reader = threading.Thread(target=self._read, args=(agent, log), daemon=True)
         agent.reader.start()
         return agent
-
-    def worker_base(self, base: int) -> int:
-        """What a late agent's workers add to their TORCHELASTIC_RESTART_COUNT to number their attempt:
-        the round it joins, unless the launcher already counts rounds there (ft_launcher 0.7)."""
-        ft = nvrx_compat.LAUNCHER_MODULE in self.spec.command
-        return 0 if ft and nvrx_compat.RESTART_COUNT_IS_ROUND else base
 
     def lose(self, node: str) -> None:
         """Mark `node`'s running agents as lost: the runner is about to kill them."""
@@ -196,15 +197,7 @@ class Launch:
 
     def _read(self, agent: Agent, log: IO[bytes]) -> None:
         with log:
-            for raw in agent.proc.stdout or ():
-                log.write(raw)
-                log.flush()
-                line = raw.decode(errors="replace").rstrip()
-                hit = classify(line)
-                if hit is not None:
-                    self._launcher_line(agent, hit)
-                if self.on_line is not None:
-                    self.on_line(line)
+            follow(agent.proc.stdout or (), log, lambda hit: self._launcher_line(agent, hit), self.on_line)
 
     def _launcher_line(self, agent: Agent, hit: LauncherLine) -> None:
         with self._lock:

@@ -50,6 +50,12 @@ def gpu_blocks(gpus: list[str], per_node: int) -> list[str]:
     return [",".join(gpus[i:i + per_node]) for i in range(0, len(gpus) - per_node + 1, per_node)]
 
 
+def spare_round(faults: list[PlannedFault]) -> int:
+    """The round in which a hot spare first starts workers: the one after the plan's first node loss."""
+    losses = [f.attempt for f in faults if isinstance(f, LOSSES)]
+    return min(losses) + 1 if losses else 0
+
+
 class NodeFaults(ExternalFaults):
     """The plan's node faults, with the triggers of the runner's signal faults, and the spares' arrival."""
 
@@ -59,9 +65,8 @@ class NodeFaults(ExternalFaults):
         self.armed = [Armed(f) for f in faults if isinstance(f, NodeFault)]
         self.launch, self.spares = launch, spares
         self.node_size = world_size // spec.nodes
-        losses = [f.attempt for f in faults if isinstance(f, LOSSES)]
         # A spare first starts workers in the round after the first loss; its own restart count is 0 there.
-        self.spare_base = min(losses) + 1 if losses else 0
+        self.spare_base = spare_round(faults)
 
     def tick(self) -> None:
         super().tick()

@@ -46,6 +46,12 @@ def start_time(pid: int) -> int | None:
     return None if fields is None else int(fields[19])
 
 
+def parent(pid: int) -> int | None:
+    """The parent pid of a process, None once it is gone."""
+    status = _status(pid)
+    return None if status is None else status[1]
+
+
 def alive(pid: int) -> bool:
     """Running or stopped, not a zombie: a zombie accepts signals but can no longer act on them."""
     status = _status(pid)

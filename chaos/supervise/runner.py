@@ -48,6 +48,8 @@ class RunError(BadInput):
 def unrunnable(scenario: Scenario, device: str | None) -> str | None:
     """Why this machine cannot run `scenario` on `device` ('cpu', 'cuda'; None: where its config puts it),
     or None. The CLI refuses such a run before launching anything; the pytest plugin skips it."""
+    if scenario.requires == "slurm":
+        return f"{scenario.name} runs as a Slurm job (requires: slurm): nox -s slurm, or python -m chaos run --slurm {scenario.name}"
     on_cuda = device == "cuda" if device is not None else wants_cuda(scenario.config.dist)
     if scenario.requires == "gpu" and not on_cuda:
         return f"{scenario.name} needs CUDA GPUs (requires: gpu): run it with nox -s gpu on a GPU machine"

@@ -158,8 +158,8 @@ def test_the_graph_is_read_from_every_module() -> None:
 
 
 def test_every_writer_logs_typed_records() -> None:
-    """EventLog.emit (an event by name, untyped) is for what is not Python (the sbatch script) and forged
-    test events; the project's writers write runlog.records through EventLog.write."""
+    """EventLog.emit (an event by name, untyped) is for forged test events; the project's writers (a Slurm
+    job's steps too) write runlog.records through EventLog.write."""
     untyped = [
         f"{module}:{node.lineno}" for module, path in MODULES.items() if module != "runlog.log"
         for node in ast.walk(ast.parse(path.read_text()))

@@ -77,6 +77,12 @@ def test_scenarios_this_machine_cannot_run_are_skipped_with_the_reason(project: 
     on_cuda = project.runpytest_subprocess("-rs", "--scenario", "cpu_only", "--chaos-device", "cuda")
     on_cuda.assert_outcomes(skipped=1)
     on_cuda.stdout.fnmatch_lines(["*cpu_only proves a CPU/gloo behaviour (requires: cpu)*"])
+    (project.path / "scenarios" / "slurm_only.yaml").write_text(
+        "name: slurm_only\ndescription: a Slurm job\nworld_size: 1\nrequires: slurm\nslurm: {job_retries: 1}\n"
+    )
+    local = project.runpytest_subprocess("-rs", "--scenario", "slurm_only")
+    local.assert_outcomes(skipped=1)
+    local.stdout.fnmatch_lines(["*slurm_only runs as a Slurm job (requires: slurm): nox -s slurm, or python -m chaos run --slurm*"])
 
 
 def test_each_verdict_is_a_junit_property_and_a_failed_one_fails_its_test(project: pytest.Pytester) -> None:

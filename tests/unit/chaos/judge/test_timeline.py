@@ -194,6 +194,20 @@ def test_preemption_metrics_inside_and_outside_the_grace(event) -> None:
     assert compute_metrics([event("step", 1.0, iteration=1, loss=1.0)]).preemption_saved is None
 
 
+def test_a_slurm_job_counts_its_launches_and_reports_slurms_record(event) -> None:
+    """Each job launch (a requeue too) writes a runner `launch`; the submitting host's `slurm_job` is Slurm's
+    record of the job; Slurm's own SIGKILL at the time limit shows as TIMEOUT, not as a signal we sent."""
+    term = event("fault_injected", 10.0, rank=-1, fault="sigterm", grace_s=60.0, target_rank=None)
+    events = [
+        event("launch", 1.0, rank=-1, job_id="7"), term, event("launch", 30.0, rank=-1, attempt=1, job_id="7"),
+        event("slurm_job", 90.0, rank=-1, job_id="7", state="TIMEOUT", exit_code="0:15"),
+    ]
+    m = compute_metrics(events)
+    assert (m.launches, m.slurm_job_state, m.slurm_exit_code, m.grace_killed) == (2, "TIMEOUT", "0:15", True)
+    local = compute_metrics([event("launch", 1.0, rank=-1), term])
+    assert (local.launches, local.slurm_job_state, local.grace_killed) == (1, None, False)
+
+
 def test_resumed_from_is_the_step_before_the_first_step_without_a_load(event) -> None:
     events = [
         event("step", 1.0, iteration=12, loss=1.0),

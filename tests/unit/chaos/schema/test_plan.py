@@ -10,9 +10,9 @@ from chaos.hooks.faults import RANK_FAULTS, NanLoss, RankHung, RankKilled
 from chaos.schema.faults import FAULT_KINDS
 from chaos.schema.plan import Side, plan_records, read_plan, write_plan
 from chaos.schema.scenario import plan_faults
-from chaos.supervise.faults import NODE_FAULTS, SIGNAL_FAULTS, NodeKilled, Sigterm
+from chaos.supervise.faults import NODE_FAULTS, SIGNAL_FAULTS, SLURM_FAULTS, NodeKilled, Sigterm
 
-FIRED_BY = {Side.RANK: RANK_FAULTS, Side.RUNNER: SIGNAL_FAULTS, Side.NODE: NODE_FAULTS}
+FIRED_BY = {Side.RANK: RANK_FAULTS, Side.RUNNER: SIGNAL_FAULTS, Side.NODE: NODE_FAULTS, Side.SLURM: SLURM_FAULTS}
 
 
 @pytest.mark.parametrize("kind", FAULT_KINDS, ids=lambda k: k.model_fields["type"].annotation.__args__[0])

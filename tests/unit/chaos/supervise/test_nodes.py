@@ -8,8 +8,7 @@ import pytest
 
 from chaos.judge.timeline import compute_metrics
 from chaos.schema.scenario import ScenarioError, parse_scenario
-from chaos.supervise.attempts import AttemptTracker
-from chaos.supervise.launch import Launch, LaunchSpec, agent_command, node_block
+from chaos.supervise.launch import agent_command, node_block, worker_base
 from chaos.supervise.nodes import gpu_blocks, visible_gpus
 from trainer import nvrx_compat
 
@@ -102,7 +101,6 @@ def test_visible_gpus_follow_cuda_visible_devices(monkeypatch):
     (False, nvrx_compat.LAUNCHER_MODULE, 2),  # 0.4.1: a fresh agent counts its own restarts from 0
     (True, "torch.distributed.run", 2),
 ])
-def test_a_late_agent_numbers_its_workers_from_the_round_it_joins(monkeypatch, tmp_path, rounds, launcher, expected):
+def test_a_late_agent_numbers_its_workers_from_the_round_it_joins(monkeypatch, rounds, launcher, expected):
     monkeypatch.setattr(nvrx_compat, "RESTART_COUNT_IS_ROUND", rounds)
-    spec = LaunchSpec(command=["python", "-m", launcher], env={}, run_dir=tmp_path, run_id="r", deadline_s=1, nodes=2)
-    assert Launch(spec, events=None, attempts=AttemptTracker()).worker_base(2) == expected
+    assert worker_base(["python", "-m", launcher], 2) == expected

@@ -1,10 +1,8 @@
-"""The Slurm path: the sbatch script's content, and judging a finished run folder from its files alone."""
+"""The Slurm path's pure logic, its refusals through the CLI, and judging a finished run folder; the jobs
+themselves run on a real Slurm in tests/slurm (a broken job fails there, through the run it breaks)."""
 
 from __future__ import annotations
 
-import json
-import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,9 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from chaos.schema.scenario import ScenarioError, load_scenario
+from chaos.schema.scenario import load_scenario
+from chaos.supervise.ports import RANGE
 from chaos.supervise.runner import judge_run_dir
-from chaos.supervise.slurm import sbatch_script
+from chaos.supervise.slurm_job import next_attempt, parse_record, rdzv_port
 from runlog.layout import RunFolder
 from runlog.log import EventLog
 
@@ -22,53 +21,58 @@ ROOT = Path(__file__).resolve().parents[4]
 SCENARIOS = ROOT / "scenarios"
 
 
-def script(name: str) -> str:
-    return sbatch_script(load_scenario(SCENARIOS / f"{name}.yaml"), "/shared/runs")
+def test_jobs_less_than_2500_ids_apart_get_disjoint_port_blocks() -> None:
+    ports = sorted(rdzv_port(job) for job in range(1000, 3500))
+    assert all(b - a >= 3 for a, b in zip(ports, ports[1:], strict=False))  # a block: rendezvous, store, spare
+    assert ports[-1] + 2 < RANGE[0]  # below the local runner's ports
 
 
-def srun_task(text: str) -> str:
-    """The command each srun task runs (the `bash -c` argument, unquoted as the batch shell reads it)."""
-    line = text[text.index("srun ") : text.index("\nCODE=$?\npython")]
-    return shlex.split(line)[-1]
-
-
-def test_rank_killed_runs_one_agent_on_one_node_with_the_plan_on_shared_storage() -> None:
-    text = script("rank_killed")
-    assert "#SBATCH --nodes=1\n" in text and "#SBATCH --ntasks-per-node=1\n" in text
-    assert 'RUN_DIR="/shared/runs/rank_killed-$SLURM_JOB_ID"' in text
-    assert "srun --nodes=1 --ntasks-per-node=1" in text
-    assert "--nnodes=1 --nproc-per-node=2 --max-restarts=3" in text
-    task = srun_task(text)
-    assert '--rdzv-endpoint="$HEAD:$PORT"' in task and 'is_host="$IS_HOST"' in task
-    assert "fault_injection.component=chaos fault_injection.plan='\"$RUN_DIR\"'/plan.json" in task
-    plan = json.loads(text.split('cat > "$RUN_DIR/plan.json" <<\'CHAOS_EOF\'\n')[1].split("\nCHAOS_EOF")[0])
-    assert plan["faults"] == [
-        {"fault_id": "f0", "type": "rank_killed", "rank": 1, "attempt": 0, "at_step": 7, "delay_s": None}
+def test_a_requeued_job_numbers_its_attempts_on_past_everything_seen(event) -> None:
+    assert next_attempt([]) == 0
+    first = [
+        event("launch", 1.0, rank=-1, attempt=0),
+        event("step", 2.0, rank=0, attempt=0),
+        event("run_start", 3.0, rank=1, attempt=2),  # two in-job restarts in the first job launch
     ]
-    copy = yaml.safe_load(text.split('cat > "$RUN_DIR/scenario.yaml" <<\'CHAOS_EOF\'\n')[1].split("\nCHAOS_EOF")[0])
-    assert copy["name"] == "rank_killed" and copy["seed"] == 0
+    assert next_attempt(first) == 3
+    assert next_attempt([event("step", 2.0, attempt=4)]) == 0  # no job launched here before
 
 
-@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
-@pytest.mark.parametrize("name", ["rank_killed", "node_hung_2x1", "node_killed_hot_spare"])
-def test_the_script_and_its_srun_task_are_valid_bash(name: str, tmp_path: Path) -> None:
-    path = tmp_path / "job.sbatch"
-    path.write_text(script(name))
-    assert subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True).stderr == ""
+def test_scontrol_one_line_records_read_as_fields() -> None:
+    line = ("JobId=7 JobName=chaos-x UserId=root(0) JobState=COMPLETED Reason=None Requeue=1 Restarts=1 ExitCode=0:0 "
+            "EndTime=2026-12-01T09:55:16 NodeList=vm-n[0-1] NodeAddr=127.0.0.1")
+    record = parse_record(line)
+    assert (record["JobState"], record["ExitCode"], record["Restarts"], record["NodeList"]) == ("COMPLETED", "0:0", "1", "vm-n[0-1]")
 
 
-def test_a_two_node_scenario_gets_a_watcher_per_node_and_waiting_spares() -> None:
-    text = script("node_killed_hot_spare")
-    assert "#SBATCH --nodes=3\n" in text and "srun --nodes=3" in text
-    assert "--nnodes=2 --nproc-per-node=1" in text
-    task = srun_task(text)
-    assert 'python -m chaos.supervise.slurm watch "$RUN_DIR" "$CHAOS_NODE_ID" &' in task
-    assert 'if [ "$SLURM_NODEID" -ge 2 ]; then' in task
+def test_the_job_steps_and_the_agent_wrapper_import_no_torch() -> None:
+    """They run before, after and beside the job's work on every node: no 2 s of torch imports each."""
+    probe = "import sys, chaos.supervise.slurm_job, chaos.supervise.slurm_agent; print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.stdout.strip() == "False", done.stderr
 
 
-def test_node_rejoin_has_no_cluster_form() -> None:
-    with pytest.raises(ScenarioError, match="node_rejoin needs a new allocation on Slurm; use spares"):
-        script("node_killed_2x1")
+def _chaos(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "chaos", *args], capture_output=True, text=True, cwd=ROOT, timeout=120)
+
+
+@pytest.mark.parametrize(("name", "problem"), [
+    ("node_killed_2x1", "node_rejoin needs a new allocation on Slurm; use spares"),
+    ("sigterm_all", "sigterm is sent by the local runner; on Slurm use slurm.preempt_time_s"),
+    ("external_script_killed", "faults[0]: sigkill is sent by the local runner"),
+    ("nan_persistent", "a persistent loss fault names the planning host's node"),
+])
+def test_what_a_slurm_job_cannot_do_is_refused_before_anything_is_written(name: str, problem: str, tmp_path: Path) -> None:
+    done = _chaos("slurm", name, "--out", str(tmp_path))
+    assert done.returncode == 2 and problem in done.stderr and "Traceback" not in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_slurm_scenario_is_refused_by_the_local_runner(tmp_path: Path) -> None:
+    done = _chaos("run", "slurm_requeue", "--out", str(tmp_path))
+    assert done.returncode == 2, done.stderr
+    assert "slurm_requeue runs as a Slurm job (requires: slurm): nox -s slurm, or python -m chaos run --slurm slurm_requeue" in done.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_judge_reads_a_finished_run_folder_alone(tmp_path: Path, run_logs) -> None:
@@ -102,16 +106,18 @@ def test_judge_reads_a_finished_run_folder_alone(tmp_path: Path, run_logs) -> No
     assert (tmp_path / "journal.json").is_file()
 
 
-def test_a_spare_waits_for_the_first_step_through_the_event_reader(tmp_path: Path) -> None:
-    assert 'python -m chaos.supervise.slurm wait-for-step "$RUN_DIR"' in srun_task(script("node_killed_hot_spare"))
-    waiter = subprocess.Popen([sys.executable, "-m", "chaos.supervise.slurm", "wait-for-step", str(tmp_path)], cwd=ROOT)
+def test_a_spare_waits_for_a_step_of_its_own_job_launch(tmp_path: Path) -> None:
+    """A requeued job's spare must not take the first launch's steps for its own round's (attempt base 1)."""
+    EventLog(tmp_path, "rank-0", rank=0, attempt=0).emit("step", iteration=1, loss=1.0)  # the first launch's
+    probe = "import sys; from chaos.supervise.slurm_agent import wait_for_training; wait_for_training(sys.argv[1], 1, 0.1)"
+    waiter = subprocess.Popen([sys.executable, "-c", probe, str(tmp_path)], cwd=ROOT)
     try:
-        log = EventLog(tmp_path, "rank-0", rank=0, attempt=0)
+        log = EventLog(tmp_path, "rank-0", rank=0, attempt=1)
         log.emit("run_start")
         with pytest.raises(subprocess.TimeoutExpired):
-            waiter.wait(timeout=2)
+            waiter.wait(timeout=3)
         log.emit("step", iteration=1, loss=1.0)
-        assert waiter.wait(timeout=120) == 0
+        assert waiter.wait(timeout=60) == 0
     finally:
         waiter.kill()
         waiter.wait()

@@ -1,0 +1,60 @@
+"""How a scenario's Slurm job is submitted (its ``slurm:`` mapping): sbatch's options and Bridge's plugins."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from pydantic import Field, model_validator
+
+from chaos.schema.base import Strict
+from chaos.schema.plan import Side
+
+if TYPE_CHECKING:
+    from chaos.schema.scenario import Scenario
+
+
+class SlurmOptions(Strict):
+    """What `python -m chaos run --slurm` and `chaos slurm` write into the job (only with requires: slurm)."""
+
+    time_limit_min: int | None = Field(default=None, ge=1)
+    """sbatch --time in minutes (None: deadline_s in minutes, plus 5)."""
+    preempt_time_s: int | None = Field(default=None, ge=1)
+    """sbatch --signal=TERM@N: Slurm sends SIGTERM to the job's steps N s (up to N + 60 s: slurmctld checks
+    time limits every 30 s) before the time limit, as Megatron Bridge's PreemptionPlugin (preempt_time)."""
+    job_retries: int = Field(default=0, ge=0, le=10)
+    """A job whose srun failed requeues itself this many times (FaultTolerancePlugin's num_job_retries_on_failure)."""
+
+    @model_validator(mode="after")
+    def _signal_before_limit(self) -> SlurmOptions:
+        if self.preempt_time_s is not None:
+            if self.time_limit_min is None:
+                raise ValueError("preempt_time_s: the signal comes before the time limit; set time_limit_min too")
+            if self.preempt_time_s >= self.time_limit_min * 60:
+                raise ValueError(f"preempt_time_s: {self.preempt_time_s} is not before the time limit ({self.time_limit_min} min)")
+        return self
+
+
+def slurm_problems(s: Scenario) -> Iterator[str]:
+    """Slurm's faults, options and expectations need a Slurm job, and a scenario that has them says so; a
+    Slurm job runs this project's trainer, once per job launch. Nothing while `requires` is broken."""
+    if not s.checked("requires"):
+        return
+    slurm = s.requires == "slurm"
+    for i, fault in enumerate(s.faults):
+        if fault.planned.side is not Side.SLURM:
+            continue
+        if not slurm:
+            yield f"faults[{i}].type: {fault.type} is delivered by Slurm: set requires: slurm"
+        if fault.rank is not None:
+            yield f"faults[{i}].rank: a {fault.type} fault acts on the whole job, not a rank"
+    if slurm:
+        if s.command is not None or s.relaunch:
+            yield ("requires: slurm: a Slurm job runs this project's trainer, without command or relaunch "
+                   "(a job requeues itself: slurm.job_retries)")
+        return
+    if s.slurm != SlurmOptions():
+        yield "slurm: options of a Slurm job: set requires: slurm"
+    for name in ("slurm_job_state", "slurm_exit_code"):
+        if getattr(s.expect, name) is not None:
+            yield f"expect.{name}: recorded by Slurm: set requires: slurm"
