@@ -143,7 +143,8 @@ class Scenario(Strict):
             problems += self._config_problems()
         if not problems:
             problems += [*self._check_faults(), *self._check_expect()]
-        problems += [*slurm_problems(self), *self._check_command(), *self._check_nodes()]
+        slurm = slurm_problems(self.requires == "slurm", self.faults, self.command is not None or self.relaunch, self.slurm, self.expect)
+        problems += [*(slurm if self.checked("requires") else ()), *self._check_command(), *self._check_nodes()]
         if self.relaunch_env and not self.relaunch:
             problems.append("relaunch_env: set relaunch: true as well (it is the relaunch's environment)")
         if problems:

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Sequence
 
 from pydantic import Field, model_validator
 
 from chaos.schema.base import Strict
+from chaos.schema.expect import Expect
+from chaos.schema.faults import Fault
 from chaos.schema.plan import Side
-
-if TYPE_CHECKING:
-    from chaos.schema.scenario import Scenario
 
 
 class SlurmOptions(Strict):
@@ -35,26 +33,24 @@ class SlurmOptions(Strict):
         return self
 
 
-def slurm_problems(s: Scenario) -> Iterator[str]:
-    """Slurm's faults, options and expectations need a Slurm job, and a scenario that has them says so; a
-    Slurm job runs this project's trainer, once per job launch. Nothing while `requires` is broken."""
-    if not s.checked("requires"):
-        return
-    slurm = s.requires == "slurm"
-    for i, fault in enumerate(s.faults):
+def slurm_problems(on_slurm: bool, faults: Sequence[Fault], local_only: bool, options: SlurmOptions, expect: Expect) -> Iterator[str]:
+    """Slurm's faults, options and expectations need a Slurm job (`on_slurm`: requires: slurm), and a
+    scenario that has them says so; a Slurm job runs this project's trainer, once per job launch (`local_only`:
+    the scenario has a command or a relaunch)."""
+    for i, fault in enumerate(faults):
         if fault.planned.side is not Side.SLURM:
             continue
-        if not slurm:
+        if not on_slurm:
             yield f"faults[{i}].type: {fault.type} is delivered by Slurm: set requires: slurm"
         if fault.rank is not None:
             yield f"faults[{i}].rank: a {fault.type} fault acts on the whole job, not a rank"
-    if slurm:
-        if s.command is not None or s.relaunch:
+    if on_slurm:
+        if local_only:
             yield ("requires: slurm: a Slurm job runs this project's trainer, without command or relaunch "
                    "(a job requeues itself: slurm.job_retries)")
         return
-    if s.slurm != SlurmOptions():
+    if options != SlurmOptions():
         yield "slurm: options of a Slurm job: set requires: slurm"
     for name in ("slurm_job_state", "slurm_exit_code"):
-        if getattr(s.expect, name) is not None:
+        if getattr(expect, name) is not None:
             yield f"expect.{name}: recorded by Slurm: set requires: slurm"
