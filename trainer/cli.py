@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
 import warnings
 
+from runlog.log import EventLog
+from runlog.records import ExitOnError, Pitfall
 from trainer.config import ConfigError, TrainerConfig
-from trainer.config_loader import load_config
+from trainer.config_loader import load_config, parse_override
 from trainer.recipes import RECIPES
 
 
@@ -27,8 +30,27 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_config(args.recipe, args.config, args.overrides)
     except ConfigError as e:
         print(f"trainer: error: {e}", file=sys.stderr)
+        report_refusal(args.overrides, e)
         return 2
     return run(cfg)
+
+
+def report_refusal(overrides: list[str], error: ConfigError) -> None:
+    """A refused config leaves its reason in the event log when an override names the run folder
+    (``logger.run_dir``): its ``exit`` (code 2), after a ``pitfall`` event when it is one of the card's."""
+    run_dir = None
+    for text in overrides:
+        with contextlib.suppress(ConfigError):
+            key, value = parse_override(text)
+            run_dir = value if key == "logger.run_dir" and isinstance(value, str) else run_dir
+    if run_dir is None:
+        return
+    rank = int(os.environ.get("RANK", "0"))
+    events = EventLog(run_dir, f"rank-{rank}", rank)
+    if error.pitfall is not None:
+        events.write(Pitfall(error.pitfall, str(error)))
+    events.write(ExitOnError("error", 2, None, str(error)))
+    events.close()
 
 
 def run(cfg: TrainerConfig) -> int:
