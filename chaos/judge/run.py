@@ -47,7 +47,7 @@ def judge_folder(run_dir: Path, scenario: Scenario, baseline_dir: Path | None, *
     baseline_check = None
     if wanted is not None and baseline_dir is not None:
         baseline_check = compare_runs(run_dir, baseline_dir, "exact" if wanted == "exact" else wanted.tolerance)
-    verdicts = harness_verdicts(events, scenario.deadline_s) + judge(scenario.expect, metrics, baseline_check)
+    verdicts = harness_verdicts(events, scenario.deadline_s, scenario.expect) + judge(scenario.expect, metrics, baseline_check)
     passed = all(v.passed for v in verdicts)
     plot_timeline(run_dir, timeline, metrics, folder.picture, name=scenario.name, status="passed" if passed else "failed")
     extra = {

@@ -23,6 +23,7 @@ from chaos.schema.faults import Fault
 from chaos.schema.ft_options import FTLauncherOptions
 from chaos.schema.messages import describe, yaml_problem
 from chaos.schema.plan import PlannedFault, Side
+from chaos.schema.plugins import Plugins, apply_plugins, preemption_fault
 from runlog.layout import RunFolder
 from trainer.config import ConfigError, TrainerConfig
 from trainer.config_loader import load_config
@@ -34,7 +35,10 @@ class ScenarioError(ValueError):
 
 
 SCHEMA_VERSION = 1
-RUNNER_KEYS = ("checkpoint.save", "logger.run_dir", "fault_injection.component", "fault_injection.plan")
+RUNNER_KEYS = (
+    "checkpoint.save", "checkpoint.non_persistent_local_ckpt_dir", "logger.run_dir", "fault_injection.component",
+    "fault_injection.plan",
+)
 """Trainer settings the runner sets (paths into the run folder, the injector that fires the plan); a scenario
 may not set them: it never names code to run."""
 
@@ -72,6 +76,11 @@ class Scenario(Strict):
     seed: int = Field(default=0, ge=0)
     relaunch: bool = False
     """After the launcher exits, launch the job once more in the same run folder (a requeued preempted job)."""
+    job_retries: int = Field(default=0, ge=0)
+    """After a launch that failed (a non-zero exit), launch the job again in the same run folder, up to this
+    many times: NeMo-Run's executor.retries (FaultTolerancePlugin.num_job_retries_on_failure)."""
+    plugins: Plugins = Field(default_factory=Plugins)
+    """NeMo-Run's FaultTolerancePlugin and PreemptionPlugin, as the card writes them (chaos/schema/plugins.py)."""
     relaunch_env: dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] = Field(default_factory=dict)
     """Environment overrides of the relaunch, e.g. {CHAOS_NODE_ID: node-b}: the job resumes on another node."""
     command: list[Annotated[str, Field(min_length=1)]] | None = Field(default=None, min_length=1)
@@ -86,7 +95,11 @@ class Scenario(Strict):
 
         Values are written as YAML scalars, so the trainer reads back exactly the scenario's values.
         """
-        own = {"checkpoint.save": str(RunFolder(Path(run_dir)).checkpoints), "logger.run_dir": str(run_dir)}
+        folder = RunFolder(Path(run_dir))
+        own = {
+            "checkpoint.save": str(folder.checkpoints), "checkpoint.non_persistent_local_ckpt_dir": str(folder.local_checkpoints),
+            "logger.run_dir": str(run_dir),
+        }
         return [f"{k}={_yaml_scalar(v)}" for k, v in {**self.trainer, **own}.items()]
 
     _config: TrainerConfig = PrivateAttr()
@@ -100,6 +113,11 @@ class Scenario(Strict):
     def replace(self, **changes: Any) -> Scenario:
         """This scenario with `changes`, validated again (so its trainer config is that of the changes)."""
         return type(self).model_validate({**self.model_dump(), **changes})
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plugins(cls, data: Any) -> Any:
+        return apply_plugins(data) if isinstance(data, dict) else data
 
     @field_validator("recipe")
     @classmethod
@@ -124,6 +142,9 @@ class Scenario(Strict):
         self._check_nodes()
         if self.relaunch_env and not self.relaunch:
             raise ValueError("relaunch_env: set relaunch: true as well (it is the relaunch's environment)")
+        pre = self.plugins.preemption
+        if pre is not None and pre.preempt_time >= self.deadline_s:
+            raise ValueError(f"plugins.preemption.preempt_time: {pre.preempt_time:g} s is not before deadline_s ({self.deadline_s:g}), the job's time limit")
         return self
 
     @property
@@ -189,8 +210,9 @@ class Scenario(Strict):
         restart each round has up to max_iterations attempts (NVRx's RetryController stops the Wrapper at
         iteration max_iterations; no bound when null).
         """
-        rounds = (self.max_restarts + 1) * (2 if self.relaunch else 1)
+        rounds = (self.max_restarts + 1) * (1 + self.job_retries + self.relaunch)
         why = f"max_restarts {self.max_restarts}" + (", relaunch" if self.relaunch else "")
+        why += f", job_retries {self.job_retries}" if self.job_retries else ""
         inprocess = self.config.inprocess_restart
         if not inprocess.enabled:
             return rounds - 1, why
@@ -216,9 +238,8 @@ class Scenario(Strict):
                 raise ValueError(f"faults[{i}].rank: required for {fault.type} (only random may leave it out)")
             if fault.at_step is not None and self.command is None and fault.at_step > iters:
                 raise ValueError(f"faults[{i}].at_step: {fault.at_step} is past train.train_iters ({iters})")
-            interval = cfg.checkpoint.save_interval
-            if fault.type == "fault_during_checkpoint" and fault.at_step and not (interval and fault.at_step % interval == 0):
-                raise ValueError(f"faults[{i}].at_step: {fault.at_step} is not a checkpoint step (save_interval {interval})")
+            if fault.type == "fault_during_checkpoint" and fault.at_step:
+                self._check_save_step(f"faults[{i}].at_step", fault.at_step, local=fault.during == "local_save")
             if fault.after_s is not None and fault.after_s >= self.deadline_s:
                 raise ValueError(f"faults[{i}].after_s: {fault.after_s:g} is past deadline_s ({self.deadline_s:g})")
             if last is not None and fault.attempt > last:
@@ -229,15 +250,10 @@ class Scenario(Strict):
         e, iters = self.expect, cfg.train.train_iters
         if e.completed_steps is not None and self.command is None and e.completed_steps > iters:
             raise ValueError(f"expect.completed_steps: {e.completed_steps} is past train.train_iters ({iters})")
-        if e.resumed_from_step is not None:
-            interval = cfg.checkpoint.save_interval
-            if e.resumed_from_step > 0 and not interval:
-                raise ValueError("expect.resumed_from_step: the trainer saves no checkpoints (set checkpoint.save_interval)")
-            if e.resumed_from_step > iters or (interval and e.resumed_from_step % interval):
-                raise ValueError(
-                    f"expect.resumed_from_step: {e.resumed_from_step} is not a checkpoint step "
-                    f"(save_interval {interval}, train_iters {iters})"
-                )
+        if e.resumed_from_step:
+            c = cfg.checkpoint
+            local = c.local and not (c.save_interval and e.resumed_from_step % c.save_interval == 0)
+            self._check_save_step("expect.resumed_from_step", e.resumed_from_step, local=local)
         last, why = self.last_attempt()
         if e.restarts is not None and e.restarts.min is not None and last is not None and e.restarts.min > last:
             raise ValueError(f"expect.restarts: min {e.restarts.min:g} is past the run's last attempt ({last}: {why})")
@@ -250,6 +266,21 @@ class Scenario(Strict):
         bounds = (e.goodput.min, e.goodput.max) if e.goodput is not None else ()
         if any(v is not None and not 0 <= v <= 1 for v in bounds):
             raise ValueError("expect.goodput: min and max must lie within [0, 1]")
+
+
+    def _check_save_step(self, where: str, step: int, local: bool) -> None:
+        """`step` is one the trainer saves a checkpoint of: a persistent one, or (`local`) an NVRx local one."""
+        c, iters = self.config.checkpoint, self.config.train.train_iters
+        persistent = bool(c.save_interval) and step % c.save_interval == 0
+        if local and not c.local:
+            raise ValueError(f"{where}: the trainer saves no local checkpoints (set checkpoint.non_persistent_ckpt_type: local)")
+        if local and (step % c.non_persistent_save_interval or persistent):
+            raise ValueError(f"{where}: {step} is not a local checkpoint step (non_persistent_save_interval "
+                             f"{c.non_persistent_save_interval}; a persistent save step saves no local one)")
+        if not local and not c.save_interval:
+            raise ValueError(f"{where}: the trainer saves no checkpoints (set checkpoint.save_interval)")
+        if step > iters or not (local or persistent):
+            raise ValueError(f"{where}: {step} is not a checkpoint step (save_interval {c.save_interval}, train_iters {iters})")
 
 
 def _yaml_scalar(value: Any) -> str:
@@ -305,9 +336,12 @@ def load_scenario(path: str | Path) -> Scenario:
 
 
 def plan_faults(scenario: Scenario, seed: int) -> list[PlannedFault]:
-    """Resolve every random choice of the scenario's faults from `seed`, fault by fault, in order."""
+    """Resolve every random choice of the scenario's faults from `seed`, fault by fault, in order; then the
+    preemption signal of a PreemptionPlugin."""
     rng = random.Random(seed)
-    return [fault.plan(f"f{i}", rng, scenario.world_size) for i, fault in enumerate(scenario.faults)]
+    planned = [fault.plan(f"f{i}", rng, scenario.world_size) for i, fault in enumerate(scenario.faults)]
+    preemption = preemption_fault(scenario.plugins, scenario.deadline_s, f"f{len(planned)}")
+    return planned if preemption is None else [*planned, preemption]
 
 
 def scenario_files(folder: str | Path) -> list[Path]:
