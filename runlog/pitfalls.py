@@ -19,8 +19,8 @@ CARD: dict[str, str] = {
         "(launch with ft_launcher)"
     ),
     ASYNC_SAVE_WITHOUT_TORCH_DIST: (
-        "async save with a checkpoint format other than torch_dist fails at the first checkpoint or quietly "
-        "becomes a synchronous save (Megatron); use ckpt_format torch_dist"
+        "async save needs ckpt_format torch_dist: with another format Megatron fails at the first checkpoint "
+        "(and, without its persistent checkpoint worker, quietly saves synchronously); use torch_dist"
     ),
     NCCL_TIMEOUT_NOT_ABOVE_HARD_TIMEOUT: (
         "the NCCL watchdog timeout (dist.distributed_timeout_minutes) must exceed inprocess_restart.hard_timeout: "

@@ -36,8 +36,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def report_refusal(overrides: list[str], error: ConfigError) -> None:
-    """A refused config leaves its reason in the event log when an override names the run folder
-    (``logger.run_dir``): its ``exit`` (code 2), after a ``pitfall`` event when it is one of the card's."""
+    """A config refused as one of the resiliency card's pitfalls leaves it in the event log when an override
+    names the run folder (``logger.run_dir``): a ``pitfall`` event, then its ``exit`` (code 2). Any other
+    bad config writes nothing (the error line says it all)."""
+    if error.pitfall is None:
+        return
     run_dir = None
     for text in overrides:
         with contextlib.suppress(ConfigError):
@@ -47,8 +50,7 @@ def report_refusal(overrides: list[str], error: ConfigError) -> None:
         return
     rank = int(os.environ.get("RANK", "0"))
     events = EventLog(run_dir, f"rank-{rank}", rank)
-    if error.pitfall is not None:
-        events.write(Pitfall(error.pitfall, str(error)))
+    events.write(Pitfall(error.pitfall, str(error)))
     events.write(ExitOnError("error", 2, None, str(error)))
     events.close()
 

@@ -61,13 +61,13 @@ def harness_verdicts(events: list[dict[str, Any]], deadline_s: float, expect: Ex
     return [
         on_time,
         Verdict("processes_reaped", "no process of the run left", left or "none", not left),
-        Verdict("pitfalls", _pitfalls(wanted), _pitfalls(seen), wanted == seen),
+        Verdict("pitfalls", ", ".join(wanted) or "none", _pitfalls(seen), wanted == seen),
     ]
 
 
 def _pitfalls(found: list[str]) -> str:
     """Pitfalls by name, each with the card's warning."""
-    return "; ".join(f"{name}: {pitfalls.CARD.get(name, 'not one of the card')}" for name in found) or "none"
+    return "; ".join(f"{name} ({pitfalls.CARD.get(name, 'not one of the card')})" for name in found) or "none"
 
 
 def judge(expect: Expect, metrics: Metrics, baseline_check: BaselineCheck | None = None) -> list[Verdict]:

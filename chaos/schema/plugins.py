@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from chaos.schema.base import Strict
 from chaos.supervise import faults as outside
@@ -68,9 +68,10 @@ def plugin_fields(plugins: Plugins) -> dict[str, Any]:
 
 def apply_plugins(data: dict[str, Any]) -> dict[str, Any]:
     """`data` (a scenario as written) with the fields its ``plugins:`` set; raises ValueError on a conflict."""
-    if not isinstance(data.get("plugins"), dict):
-        return data
-    plugins = Plugins.model_validate(data["plugins"])
+    try:
+        plugins = Plugins.model_validate(data.get("plugins") or {})
+    except ValidationError:
+        return data  # the plugins field's own validation names what is wrong, with its path
     out = dict(data)
     for key, value in plugin_fields(plugins).items():
         if isinstance(value, dict):
