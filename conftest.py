@@ -31,7 +31,7 @@ def scenarios_dir() -> Path:
 @pytest.fixture
 def make_scenario() -> Callable[..., Any]:
     """A scenario from the two-rank base with `fields` replaced (validated: a bad field raises ScenarioError)."""
-    from chaos.schema.scenario import parse_scenario
+    from chaos.schema.loader import parse_scenario
 
     def build(**fields: Any) -> Any:
         return parse_scenario({**BASE_SCENARIO, **fields}, "t.yaml")

@@ -1,6 +1,6 @@
 """The scenarios the benchmark runs, built in code as the data a scenario file would hold.
 
-Every point is a plain mapping checked by ``chaos.schema.scenario.parse_scenario``, so a benchmark point obeys
+Every point is a plain mapping checked by ``chaos.schema.loader.parse_scenario``, so a benchmark point obeys
 the same rules as a catalogue scenario. Points that measure the same thing in two sections are the same
 mapping (the ft_launcher kill with checkpoints every 5 steps is both recovery (a) and lost work at 5),
 and the runner measures each distinct mapping once.

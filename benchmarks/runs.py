@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.judge.timeline import Metrics, load_run
-from chaos.schema.scenario import parse_scenario
+from chaos.schema.loader import parse_scenario
 from chaos.supervise.runner import execute, new_run_dir
 from runlog.reader import read_events
 

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from chaos.errors import BadInput
-from chaos.schema.scenario import Scenario, ScenarioError, load_scenario, scenario_files
+from chaos.schema.loader import load_scenario, scenario_files
+from chaos.schema.scenario import Scenario, ScenarioError
 from runlog.layout import RunFolderError
 
 if TYPE_CHECKING:

@@ -54,7 +54,7 @@ def _scenario_dir(config: pytest.Config) -> Path:
 
 def selected_scenarios(config: pytest.Config) -> list[Path]:
     """The scenario files to run; an unknown --scenario name is a usage error listing the known ones."""
-    from chaos.schema.scenario import scenario_files
+    from chaos.schema.loader import scenario_files
 
     files = scenario_files(_scenario_dir(config))
     wanted = config.getoption("chaos_scenarios")
@@ -69,7 +69,7 @@ def selected_scenarios(config: pytest.Config) -> list[Path]:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "scenario_file" in metafunc.fixturenames:
-        from chaos.schema.scenario import load_scenario
+        from chaos.schema.loader import load_scenario
 
         files = selected_scenarios(metafunc.config)
         params = [
@@ -121,7 +121,7 @@ def run_scenario(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, record_property: Callable
 ) -> Callable:
     """Run a scenario file; returns the RunOutcome and records each verdict as a JUnit property."""
-    from chaos.schema.scenario import load_scenario
+    from chaos.schema.loader import load_scenario
     from chaos.supervise.runner import on_device, unrunnable
     from chaos.supervise.runner import run_scenario as run
 

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from chaos.judge.run import RunOutcome
-from chaos.schema.scenario import Scenario, ScenarioError, load_scenario, plan_faults
+from chaos.schema.loader import load_scenario
+from chaos.schema.scenario import Scenario, ScenarioError, plan_faults
 from chaos.supervise.runner import run_scenario
 from runlog.layout import RunFolder, RunFolderError
 

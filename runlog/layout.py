@@ -60,6 +60,11 @@ class RunFolder:
         return self.root / "checkpoints"
 
     @property
+    def local_checkpoints(self) -> Path:
+        """The trainer's ``checkpoint.non_persistent_local_ckpt_dir``: one folder per node inside (NVRx local checkpoints)."""
+        return self.root / "local"
+
+    @property
     def final_weights(self) -> Path:
         """Rank 0's model state dict after a completed run (torch.save, written atomically)."""
         return self.root / "final_weights.pt"

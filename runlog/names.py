@@ -18,12 +18,15 @@ STRAGGLER_REPORT = "straggler_report"
 INPROCESS_START = "inprocess_start"
 INPROCESS_ABORT = "inprocess_abort"
 RERUN = "rerun"
+LOCAL_CHECKPOINT_SAVE = "local_checkpoint_save"
+PITFALL = "pitfall"
 EXIT = "exit"
 
 # Written by the supervisor (rank -1: events/launcher.jsonl, watch-<node>.jsonl; steps it observes: observed.jsonl).
 LAUNCH = "launch"
 WORKER_FAILED = "worker_failed"
 FT_TIMEOUT = "ft_timeout"
+NCCL_WATCHDOG = "nccl_watchdog"
 RESTART = "restart"
 SIGNAL_SENT = "signal_sent"
 DEADLINE = "deadline"
@@ -38,5 +41,5 @@ SLURM_COMMAND = "slurm_command"
 SLURM_JOB = "slurm_job"
 REQUEUE_FAILED = "requeue_failed"
 
-LAUNCHER_LINES = (WORKER_FAILED, RESTART, FT_TIMEOUT)
+LAUNCHER_LINES = (WORKER_FAILED, RESTART, FT_TIMEOUT, NCCL_WATCHDOG)
 """Events the supervisor stamps when a launcher's output line shows it acting on a fault."""

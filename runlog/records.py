@@ -60,6 +60,8 @@ class Resume(Record):
     iteration: int
     path: str
     auto: bool
+    local: bool | None = optional()
+    """True when the checkpoint is an NVRx local (node-local, non-persistent) one."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,7 @@ class CheckpointLoad(Record):
     iteration: int
     path: str
     seconds: float
+    local: bool | None = optional()
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,16 @@ class CheckpointSaveEnd(Record):
     path: str
     seconds: float
     is_async: bool = _is_async()
+
+
+@dataclass(frozen=True)
+class LocalCheckpointSave(Record):
+    """An NVRx local checkpoint of ``iteration`` is complete on every rank (this rank's file is in ``path``)."""
+
+    event = names.LOCAL_CHECKPOINT_SAVE
+    iteration: int
+    path: str
+    seconds: float
 
 
 @dataclass(frozen=True)
@@ -203,6 +216,15 @@ class Rerun(Record):
 
 
 @dataclass(frozen=True)
+class Pitfall(Record):
+    """The run fell into one of the resiliency card's pitfalls (runlog/pitfalls.py names them)."""
+
+    event = names.PITFALL
+    name: str
+    detail: str
+
+
+@dataclass(frozen=True)
 class Exit(Record):
     """The trainer stops on its own: completed, or asked to (exit_interval, signal, straggler, peer)."""
 
@@ -258,7 +280,16 @@ class FtTimeout(Record):
     node: str | None = optional()
 
 
-LauncherLine = WorkerFailed | Restart | FtTimeout
+@dataclass(frozen=True)
+class NcclWatchdog(Record):
+    """PyTorch's NCCL watchdog timed out a collective (a worker's line in the launcher's output)."""
+
+    event = names.NCCL_WATCHDOG
+    line: str
+    node: str | None = optional()
+
+
+LauncherLine = WorkerFailed | Restart | FtTimeout | NcclWatchdog
 
 
 @dataclass(frozen=True)
@@ -268,6 +299,8 @@ class SignalSent(Record):
     target: int
     pid: int | None = optional()
     attempt: int | None = optional()
+    group: bool | None = optional()
+    """True when the signal went to the process group `target` leads."""
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,10 @@ one is tried. Rank 0 picks and broadcasts, so every rank loads the same checkpoi
 
 The components hear the phases (trainer/components.py): a load's ``choose`` (the candidates, before the
 choice) and ``read`` (inside the load), a save's ``begin``, ``issued`` and ``sealed``.
+
+With NVRx local checkpoints on (trainer/local_checkpoint.py), resume takes the newest local checkpoint that
+every rank holds when it is at least as new as the newest good persistent one, as Megatron Bridge's
+``_load_base_checkpoint`` decides; else the persistent one.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 import torch.distributed as dist
@@ -39,6 +43,9 @@ from runlog.log import EventLog
 from runlog.records import CheckpointCorrupt, CheckpointLoad, CheckpointSaveBegin, CheckpointSaveEnd, Resume
 from trainer.components import Component, LoadPhase, SavePhase
 from trainer.config import CheckpointConfig
+
+if TYPE_CHECKING:
+    from trainer.local_checkpoint import LocalCheckpointer
 
 log = logging.getLogger(__name__)
 
@@ -183,6 +190,11 @@ class Checkpointer:
                 shutil.rmtree(stale, ignore_errors=True)
         if self.root is not None:
             dist.barrier()
+        self.local: LocalCheckpointer | None = None
+        if cfg.local:  # NVRx is imported only when local checkpoints are on
+            from trainer.local_checkpoint import LocalCheckpointer
+
+            self.local = LocalCheckpointer(cfg, events, rank, world_size, components)
 
     # ----------------------------------------------------------------------------------------- load
     def load(self, state: Checkpointable) -> int:
@@ -191,16 +203,19 @@ class Checkpointer:
         self._on_load(LoadPhase.CHOOSE, [Candidate(i, f) for i, f in list_checkpoints(Path(source))] if source else [])
         if source is None:
             return 0
+        local_latest = self.local.latest() if self.local is not None else -1
         dist.barrier()  # whatever a component did to the candidates is done on every rank before rank 0 picks
         choice = [self._choose(Path(source)) if self.rank == 0 else None]
         dist.broadcast_object_list(choice, src=0)
+        auto = self.cfg.load is None
+        if local_latest >= 0 and local_latest >= (choice[0] or (-1,))[0]:
+            return self.local.load(state, auto)
         if choice[0] is None:
             if self.cfg.load is not None:
                 raise CheckpointError(f"checkpoint.load={self.cfg.load}: no loadable checkpoint there")
             return 0
         iteration, folder = choice[0]
         folder = Path(folder)
-        auto = self.cfg.load is None
         self.events.write(Resume(iteration, str(folder), auto))
         if auto and self.rank == 0:
             log.warning(
@@ -232,6 +247,10 @@ class Checkpointer:
     # ----------------------------------------------------------------------------------------- save
     def should_save(self, iteration: int) -> bool:
         return bool(self.root and self.cfg.save_interval and iteration % self.cfg.save_interval == 0)
+
+    def should_save_local(self, iteration: int) -> bool:
+        """A local checkpoint is due (a step that saves a persistent one saves no local one, as in Bridge)."""
+        return self.local is not None and self.local.should_save(iteration)
 
     def save(self, iteration: int, state: Checkpointable) -> None:
         """Write a checkpoint of `iteration`; async saves are finalized later by `poll` or `close`."""

@@ -5,13 +5,16 @@ checkpoints, the same way)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
 import warnings
 
+from runlog.log import EventLog
+from runlog.records import ExitOnError, Pitfall
 from trainer.config import ConfigError, TrainerConfig
-from trainer.config_loader import load_config
+from trainer.config_loader import load_config, parse_override
 from trainer.recipes import RECIPES
 
 
@@ -26,11 +29,38 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        return run(load_config(args.recipe, args.config, args.overrides))
-    except ConfigError as e:  # the config, or the machine it asks for (dist.device=cuda without CUDA)
+        cfg = load_config(args.recipe, args.config, args.overrides)
+    except ConfigError as e:
+        for problem in e.problems:
+            print(f"trainer: error: {problem}", file=sys.stderr)
+        report_refusal(args.overrides, e)
+        return 2
+    try:
+        return run(cfg)
+    except ConfigError as e:  # the machine the config asks for (dist.device=cuda without CUDA)
         for problem in e.problems:
             print(f"trainer: error: {problem}", file=sys.stderr)
         return 2
+
+
+def report_refusal(overrides: list[str], error: ConfigError) -> None:
+    """A config refused as one of the resiliency card's pitfalls leaves it in the event log when an override
+    names the run folder (``logger.run_dir``): a ``pitfall`` event, then its ``exit`` (code 2). Any other
+    bad config writes nothing (the error line says it all)."""
+    if error.pitfall is None:
+        return
+    run_dir = None
+    for text in overrides:
+        with contextlib.suppress(ConfigError):
+            key, value = parse_override(text)
+            run_dir = value if key == "logger.run_dir" and isinstance(value, str) else run_dir
+    if run_dir is None:
+        return
+    rank = int(os.environ.get("RANK", "0"))
+    events = EventLog(run_dir, f"rank-{rank}", rank)
+    events.write(Pitfall(error.pitfall, str(error)))
+    events.write(ExitOnError("error", 2, None, str(error)))
+    events.close()
 
 
 def run(cfg: TrainerConfig) -> int:

@@ -14,6 +14,11 @@ never through the Trainer. Call order, per process:
   exists, nothing written), ``on_save(ISSUED)`` once this rank's writes are issued (a sync save's are done,
   an async save's handed to its writer), ``on_save(SEALED)`` once the save is complete (for an async save:
   later, in a later step or at the end; between ISSUED and SEALED the save is in flight);
+- NVRx local checkpoints (``checkpoint.non_persistent_ckpt_type: local``): before a load,
+  ``on_local_load(folder)`` with this node's local folder (before the ranks look for local checkpoints);
+  on a step that saves one (inside "checkpointing"), ``on_local_save(BEGIN)`` once every rank is in it,
+  ``on_local_save(WRITING)`` inside this rank's write (its file open, its tensor data not yet written), and
+  ``on_local_save(SEALED)`` once it is complete on every rank;
 - ``close`` once at the end, also after an error.
 
 A component may also supply DDP's communication hook (``comm_hook``): one component at most.
@@ -35,6 +40,8 @@ if TYPE_CHECKING:
 class SavePhase(str, Enum):
     BEGIN = "begin"
     ISSUED = "issued"
+    WRITING = "writing"
+    """Local saves only: inside this rank's write."""
     SEALED = "sealed"
 
 
@@ -93,6 +100,10 @@ class Component:
     def section_start(self, name: str) -> None: ...
     def section_end(self, name: str) -> None: ...
     def on_save(self, phase: SavePhase, iteration: int) -> None: ...
+    def on_local_save(self, phase: SavePhase, iteration: int) -> None: ...
+
+    def on_local_load(self, folder: Path) -> None:
+        """Before the ranks look for local checkpoints: `folder` is this node's local checkpoint folder."""
 
     def stop_reason(self, iteration: int) -> str | None:
         """A reason to save and stop after this step, or None to go on."""

@@ -17,6 +17,7 @@ import signal
 from dataclasses import dataclass, field
 from typing import Literal
 
+from runlog import pitfalls
 from trainer.plugins import installed_components
 
 SEED_MAX = 2**32 - 1
@@ -24,11 +25,13 @@ SEED_MAX = 2**32 - 1
 
 
 class ConfigError(ValueError):
-    """Config keys or values are wrong: one line per problem, each naming the key and what was expected."""
+    """Config keys or values are wrong: one line per problem, each naming the key and what was expected.
+    ``pitfall``: the resiliency card's pitfall (runlog/pitfalls.py) the refused config falls into, when it is one."""
 
-    def __init__(self, *problems: str):
+    def __init__(self, *problems: str, pitfall: str | None = None):
         super().__init__("\n".join(problems))
         self.problems = problems
+        self.pitfall = pitfall
 
 
 @dataclass(kw_only=True)
@@ -81,8 +84,13 @@ class DatasetConfig:
     """Size of the generated text corpus; samples are windows of seq_length+1 bytes into it."""
     seed: int | None = None
     """Corpus seed; defaults to rng.seed."""
+    num_workers: int = 0
+    """Data-loader worker processes per rank (Bridge's dataset.num_workers, whose default is 2): 0 serves the
+    batches in the training process; N > 0 serves the same batches from a torch DataLoader's N workers."""
 
     def __post_init__(self) -> None:
+        if self.num_workers < 0:
+            raise ConfigError(f"dataset.num_workers: must be >= 0, got {self.num_workers}")
         if self.seed is not None:
             check_seed("dataset.seed", self.seed)
 
@@ -101,6 +109,9 @@ class TrainConfig:
     exit_signal_handler: bool = False
     """Megatron Bridge's DistributedSignalHandler: on exit_signal, all ranks save and exit cleanly."""
     exit_signal: str = "SIGTERM"
+    exit_signal_handler_for_dataloader: bool = False
+    """Bridge's worker_init_fn: each data-loader worker installs the same recording handler, so a signal sent
+    to the whole process group (as a scheduler sends it) does not kill the workers under the training step."""
     exit_interval: int | None = None
     """Stop (after saving) once iteration % exit_interval == 0, as Megatron's --exit-interval."""
 
@@ -176,15 +187,46 @@ class CheckpointConfig:
     save_interval: int | None = None
     async_save: bool = False
     """torch DCP async_save on a dedicated gloo group: training continues while writing."""
-    ckpt_format: Literal["torch_dist"] = "torch_dist"
+    ckpt_format: Literal["torch", "torch_dist", "torch_dcp", "fsdp_dtensor"] = "torch_dist"
+    """Megatron's names; this trainer writes torch_dist (DCP) only and refuses the others."""
     most_recent_k: int = -1
     """Keep only the newest k good checkpoints (-1 keeps all)."""
     verify_on_load: bool = True
     """Check every file against the manifest's sha256 before loading."""
+    non_persistent_ckpt_type: Literal["global", "local", "in_memory"] | None = None
+    """'local': NVRx local checkpoints (LocalCheckpointManager) beside the persistent ones; 'global' and
+    'in_memory' are Megatron's other kinds, not implemented here (refused)."""
+    non_persistent_save_interval: int | None = None
+    """Steps between local checkpoints (a step that is also a persistent save step saves the persistent one)."""
+    non_persistent_local_ckpt_dir: str | None = None
+    """The node-local folder; the trainer keeps each node's checkpoints under <dir>/<node identity>."""
+    non_persistent_local_ckpt_algo: Literal["fully_parallel", "atomic"] = "fully_parallel"
+    """'fully_parallel': the data-parallel replicas split the replicated tensors, each rank writes its share
+    and the ranks exchange them on load; 'atomic': every rank writes (and reads back) all of its tensors."""
 
     def __post_init__(self) -> None:
+        if self.ckpt_format != "torch_dist":
+            if self.async_save:
+                raise ConfigError(
+                    f"checkpoint.async_save with checkpoint.ckpt_format {self.ckpt_format!r}: the resiliency card's "
+                    f"pitfall: {pitfalls.CARD[pitfalls.ASYNC_SAVE_WITHOUT_TORCH_DIST]}",
+                    pitfall=pitfalls.ASYNC_SAVE_WITHOUT_TORCH_DIST,
+                )
+            raise ConfigError(f"checkpoint.ckpt_format: {self.ckpt_format!r} is not implemented here; use torch_dist")
+        if self.non_persistent_ckpt_type not in (None, "local"):
+            raise ConfigError(
+                f"checkpoint.non_persistent_ckpt_type: {self.non_persistent_ckpt_type!r} is not implemented here; "
+                "use local (NVRx local checkpoints) or null"
+            )
+        if self.non_persistent_save_interval is not None and self.non_persistent_save_interval < 1:
+            raise ConfigError(f"checkpoint.non_persistent_save_interval: must be >= 1, got {self.non_persistent_save_interval}")
         if self.most_recent_k == 0 or self.most_recent_k < -1:
             raise ConfigError(f"checkpoint.most_recent_k: -1 (keep all) or >= 1, got {self.most_recent_k}")
+
+    @property
+    def local(self) -> bool:
+        """Whether NVRx local checkpoints are on (TrainerConfig checks that their folder and interval are set)."""
+        return self.non_persistent_ckpt_type == "local"
 
 
 @dataclass(kw_only=True)
@@ -229,6 +271,17 @@ class FaultToleranceConfig:
     simulated_fault_rank: int | None = None
     """None: a rank chosen with rng.seed (the same on every rank, no communication)."""
     simulated_fault_base_delay: float = 0.0
+
+
+@dataclass(kw_only=True)
+class StragglerDetectionConfig:
+    """Megatron's legacy straggler detector (Bridge's ``straggler`` section, beside ``nvrx_straggler``). Not
+    implemented here: turning it on is refused, with the card's advice when nvrx_straggler is on too."""
+
+    log_straggler: bool = False
+    enable_straggler_on_startup: bool = True
+    straggler_ctrlr_port: int = 65535
+    straggler_minmax_count: int = 1
 
 
 @dataclass(kw_only=True)
@@ -347,6 +400,7 @@ class TrainerConfig:
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     dist: DistConfig = field(default_factory=DistConfig)
     ft: FaultToleranceConfig = field(default_factory=FaultToleranceConfig)
+    straggler: StragglerDetectionConfig = field(default_factory=StragglerDetectionConfig)
     nvrx_straggler: NVRxStragglerDetectionConfig = field(default_factory=NVRxStragglerDetectionConfig)
     rerun_state_machine: RerunStateMachineConfig = field(default_factory=RerunStateMachineConfig)
     inprocess_restart: InProcessRestartConfig = field(default_factory=InProcessRestartConfig)
@@ -387,6 +441,28 @@ class TrainerConfig:
             raise ConfigError("dataset.corpus_bytes must exceed model.seq_length")
         if self.ft.simulate_fault and self.ft.simulated_fault_base_delay < 0:
             raise ConfigError("ft.simulated_fault_base_delay: must be >= 0")
+        self._validate_local_checkpoints()
+        self._validate_stragglers()
+
+    def _validate_local_checkpoints(self) -> None:
+        c = self.checkpoint
+        if not c.local:
+            return
+        for key in ("save", "non_persistent_local_ckpt_dir", "non_persistent_save_interval"):
+            if getattr(c, key) is None:
+                raise ConfigError(f"checkpoint.non_persistent_ckpt_type is local but checkpoint.{key} is not set")
+
+    def _validate_stragglers(self) -> None:
+        if not self.straggler.log_straggler:
+            return
+        if self.nvrx_straggler.enabled:
+            raise ConfigError(
+                f"straggler.log_straggler with nvrx_straggler.enabled: the resiliency card's pitfall: "
+                f"{pitfalls.CARD[pitfalls.TWO_STRAGGLER_DETECTORS]}",
+                pitfall=pitfalls.TWO_STRAGGLER_DETECTORS,
+            )
+        raise ConfigError("straggler.log_straggler: Megatron's legacy straggler detector is not implemented here; "
+                          "use nvrx_straggler.enabled")
 
     def digest(self) -> str:
         """A short hash of every setting that changes the numbers a run computes."""
@@ -394,5 +470,6 @@ class TrainerConfig:
         for volatile in ("logger", "fault_injection", "ft", "dist", "inprocess_restart"):
             d.pop(volatile)
         d["checkpoint"] = {"save_interval": self.checkpoint.save_interval}
+        d["dataset"].pop("num_workers")  # the same batches with or without worker processes
         blob = json.dumps(d, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -81,6 +81,7 @@ def build_config(values: dict[str, Any]) -> TrainerConfig:
     is reported (each key, each section's own rules; the cross-field rules once the sections are whole)."""
     sections: dict[str, dict[str, Any]] = {}
     problems: list[str] = []
+    pitfall = None  # the resiliency card's pitfall a section's refusal names, kept for the event log
     for dotted, value in values.items():
         try:
             section, name, checked = _checked(dotted, value)
@@ -94,8 +95,9 @@ def build_config(values: dict[str, Any]) -> TrainerConfig:
             built[section] = SECTIONS[section](**kw)
         except ConfigError as e:
             problems += e.problems
+            pitfall = pitfall or e.pitfall
     if problems:
-        raise ConfigError(*problems)
+        raise ConfigError(*problems, pitfall=pitfall)
     return TrainerConfig(**built)
 
 

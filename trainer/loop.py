@@ -26,9 +26,10 @@ from runlog.records import Step
 from trainer.checkpoint import Checkpointer, atomic_write_text
 from trainer.components import Component, TrainContext
 from trainer.config import ConfigError, SchedulerConfig, TrainerConfig
-from trainer.data import Sampler, build_corpus
+from trainer.data import Sampler, WorkerBatches, build_corpus
 from trainer.distributed import DistEnv, all_ranks_agree
 from trainer.model import GPT
+from trainer.resiliency.preemption import worker_init_fn
 from trainer.rng import rng_state, set_rng_state
 
 log = logging.getLogger(__name__)
@@ -115,6 +116,10 @@ class Trainer:
             build_corpus(corpus_seed, cfg.dataset.corpus_bytes), corpus_seed, cfg.model.seq_length,
             tc.micro_batch_size, gbs, env.rank, env.world_size,
         )
+        self.batches: Sampler | WorkerBatches = self.sampler
+        if cfg.dataset.num_workers:
+            init = worker_init_fn(tc.exit_signal) if tc.exit_signal_handler_for_dataloader else None
+            self.batches = WorkerBatches(self.sampler, cfg.dataset.num_workers, init)
         self.checkpointer = Checkpointer(cfg.checkpoint, events, env.rank, env.world_size, components)
         self.step_runner = step_runner or SingleComputation()
 
@@ -195,6 +200,10 @@ class Trainer:
     def train(self) -> str:
         """Run to train_iters or until a component asks to stop; returns the exit reason."""
         self.iteration = self.checkpointer.load(self)
+        if isinstance(self.batches, WorkerBatches):
+            # Forked here, after the resume and before the components start (the exit-signal handler among
+            # them): the workers start with the default signal handlers, as Bridge's do.
+            self.batches.start()
         ctx = self.context()
         for c in self.components:
             c.on_train_start(ctx, self.iteration)
@@ -214,6 +223,9 @@ class Trainer:
             if self.checkpointer.should_save(step) or (stop and self.checkpointer.root):
                 with self.section("checkpointing"):
                     self.checkpointer.save(step, self)
+            elif self.checkpointer.should_save_local(step):
+                with self.section("checkpointing"):
+                    self.checkpointer.local.save(step, self)
             self.checkpointer.poll()
             if stop:
                 reason = stop
@@ -247,7 +259,7 @@ class Trainer:
         n_micro = self.sampler.num_microbatches
         total = torch.zeros((), device=self.env.device)
         for micro in range(n_micro):
-            x, y = (t.to(self.env.device) for t in self.sampler.batch(micro))
+            x, y = (t.to(self.env.device) for t in self.batches.batch(micro))
             sync = contextlib.nullcontext() if micro == n_micro - 1 else self.ddp.no_sync()
             with sync, torch.autocast(self.env.device.type, torch.bfloat16, enabled=self.cfg.model.bf16):
                 loss = self._forward(step, micro, x, y) / n_micro
@@ -289,6 +301,11 @@ class Trainer:
                 f"lr {lr:.3E} | step time {step_time * 1000:.1f} ms",
                 flush=True,
             )
+
+    def close(self) -> None:
+        """Stop the data-loader workers, if any (also after an error)."""
+        if isinstance(self.batches, WorkerBatches):
+            self.batches.close()
 
     def save_final_weights(self) -> str:
         """Rank 0 writes <run_dir>/final_weights.pt (atomically); every rank returns the digest."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import warnings
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 
 with warnings.catch_warnings():
     # NVRx imports pynvml, which prints a FutureWarning on every import.
@@ -29,6 +29,22 @@ def straggler() -> ModuleType:
 
 def inprocess() -> ModuleType:
     return importlib.import_module("nvidia_resiliency_ext.inprocess")
+
+
+def local_checkpointing() -> SimpleNamespace:
+    """NVRx's local checkpointing: ``TensorAwareStateDict``, ``LocalCheckpointManager`` and
+    ``CheckpointingException`` (the same module paths in 0.4.1 and 0.7; 0.4.1 needs numpy, not declared)."""
+    base = "nvidia_resiliency_ext.checkpointing.local"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        state_dict = importlib.import_module(f"{base}.base_state_dict")
+        manager = importlib.import_module(f"{base}.ckpt_managers.local_manager")
+        errors = importlib.import_module(f"{base}.ckpt_managers.base_manager")
+    return SimpleNamespace(
+        TensorAwareStateDict=state_dict.TensorAwareStateDict,
+        LocalCheckpointManager=manager.LocalCheckpointManager,
+        CheckpointingException=errors.CheckpointingException,
+    )
 
 
 def init_workload_monitoring(client: RankMonitorClient) -> None:

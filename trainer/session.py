@@ -98,6 +98,8 @@ class TrainingSession:
         return self.trainer.iteration if self.trainer else None
 
     def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if self.trainer is not None:
+            self.trainer.close()
         for c in self.components:
             c.close()
         self.events.close()

@@ -2,10 +2,10 @@
 
 torchelastic's agent (torchrun, and ft_launcher, which is built on it) logs a worker's death
 (``failed (exitcode: C) local_rank: L``) and its restart decision (``Worker group FAILED. k/N attempts left;
-will restart``); NVRx's rank monitor logs the heartbeat and section timeouts it acts on. The runner stamps
-these lines as detection events the moment it reads them (``follow``: chaos/supervise/launch.py, and a
-Slurm node's agent wrapper, chaos/supervise/slurm_agent.py); a foreign trainer's log read afterwards
-(chaos/adapters/megatron.py) gives the same records.
+will restart``); NVRx's rank monitor logs the heartbeat and section timeouts it acts on; a worker's own line says when
+PyTorch's NCCL watchdog timed out a collective. The runner stamps these lines as detection events the moment it
+reads them (``follow``: chaos/supervise/launch.py, and a Slurm node's agent wrapper, chaos/supervise/
+slurm_agent.py); a foreign trainer's log read afterwards (chaos/adapters/megatron.py) gives the same records.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import IO
 
-from runlog.records import FtTimeout, LauncherLine, Restart, WorkerFailed
+from runlog.records import FtTimeout, LauncherLine, NcclWatchdog, Restart, WorkerFailed
 
 LAUNCHER_PATTERNS: list[tuple[type[LauncherLine], re.Pattern[str]]] = [
     (WorkerFailed, re.compile(r"failed \(exitcode: (?P<exitcode>-?\d+)\) local_rank: (?P<local_rank>\d+)")),
@@ -23,6 +23,7 @@ LAUNCHER_PATTERNS: list[tuple[type[LauncherLine], re.Pattern[str]]] = [
         FtTimeout,
         re.compile(r"Did not get (?:initial|subsequent) heartbeat|Section '.+' has been open|Was out of section"),
     ),
+    (NcclWatchdog, re.compile(r"Watchdog caught collective operation timeout")),
 ]
 
 

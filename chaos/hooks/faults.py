@@ -13,10 +13,12 @@ node, the first launch's node identity recorded in the plan, in every attempt; a
 
 from __future__ import annotations
 
+import shutil
 import signal
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from chaos.schema.plan import PlannedFault, Side
@@ -71,6 +73,8 @@ class RankFault(PlannedFault):
     def before_step(self, rank: Rank, iteration: int) -> None: ...
     def on_load(self, rank: Rank, phase: LoadPhase, checkpoints: Sequence[CheckpointCandidate]) -> None: ...
     def on_save(self, rank: Rank, phase: SavePhase, iteration: int) -> None: ...
+    def on_local_save(self, rank: Rank, phase: SavePhase, iteration: int) -> None: ...
+    def on_local_load(self, rank: Rank, folder: Path) -> None: ...
 
     def on_loss(self, rank: Rank, iteration: int, computation: int, loss: torch.Tensor) -> torch.Tensor:
         return loss
@@ -153,10 +157,15 @@ class CollectiveHang(RankFault):
 @dataclass(frozen=True)
 class FaultDuringCheckpoint(RankFault):
     """SIGKILL while a checkpoint is in flight: inside the sync save of `at_step`, between the issue and the
-    seal of its async save, or inside the checkpoint load of `attempt`."""
+    seal of its async save, inside this rank's write of the local save of `at_step`, or inside the checkpoint
+    load of `attempt`."""
 
     type = "fault_during_checkpoint"
-    during: Literal["save", "load"]
+    during: Literal["save", "local_save", "load"]
+
+    def on_local_save(self, rank: Rank, phase: SavePhase, iteration: int) -> None:
+        if phase is SavePhase.WRITING and self.during == "local_save" and iteration == self.at_step:
+            rank.kill(self, iteration, f"inside the local save of step {iteration}")
 
     def on_save(self, rank: Rank, phase: SavePhase, iteration: int) -> None:
         inside = phase is SavePhase.BEGIN and not rank.ctx.async_saves and self.during == "save"
@@ -191,6 +200,18 @@ class CheckpointCorrupt(RankFault):
             rank.miss(self, "no checkpoint to corrupt at the load")
         else:
             rank.announce(self, None, f"{self.mode} {victim}")
+
+
+@dataclass(frozen=True)
+class LocalCheckpointLost(RankFault):
+    """The rank's node-local checkpoint folder removed before the ranks look for local checkpoints."""
+
+    type = "local_checkpoint_lost"
+
+    def on_local_load(self, rank: Rank, folder: Path) -> None:
+        files = sum(1 for p in folder.rglob("*") if p.is_file())
+        rank.announce(self, None, f"removed {folder} ({files} files)")
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -255,6 +276,6 @@ class SpikyLoss(_LossFault):
 
 RANK_FAULTS: tuple[type[RankFault], ...] = (
     RankKilled, RankHung, ExceptionFault, CollectiveHang, FaultDuringCheckpoint, CheckpointCorrupt, SlowRank,
-    NanLoss, SpikyLoss,
+    NanLoss, SpikyLoss, LocalCheckpointLost,
 )
 """Every kind the injector fires (the plan's other kinds are the supervisor's)."""

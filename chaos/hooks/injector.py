@@ -108,6 +108,14 @@ class FaultInjector(Component):
         for fault in self.faults:
             fault.on_save(self, phase, iteration)
 
+    def on_local_save(self, phase: SavePhase, iteration: int) -> None:
+        for fault in self.faults:
+            fault.on_local_save(self, phase, iteration)
+
+    def on_local_load(self, folder: Path) -> None:
+        for fault in self.faults:
+            fault.on_local_load(self, folder)
+
     def comm_hook(self) -> CommHook | None:
         # Every gradient all-reduce of this rank then passes through the hook; the default hook does the
         # same arithmetic as DDP's built-in reducer, so the run's numbers do not change.

@@ -13,8 +13,9 @@ from typing import Any
 from chaos.judge.report import build_journal, format_summary, plot_timeline, write_journal
 from chaos.judge.timeline import build_timeline, compute_metrics
 from chaos.judge.verdicts import BaselineCheck, compare_runs, harness_verdicts, judge
+from chaos.schema.loader import load_scenario
 from chaos.schema.plan import plan_records
-from chaos.schema.scenario import Scenario, load_scenario
+from chaos.schema.scenario import Scenario
 from runlog.layout import RunFolder, RunFolderError
 from runlog.reader import read_events
 
@@ -51,7 +52,7 @@ def judge_folder(
         baseline_check = BaselineCheck(passed=False, message=baseline)
     elif wanted is not None and baseline is not None:
         baseline_check = compare_runs(run_dir, baseline, "exact" if wanted == "exact" else wanted.tolerance)
-    verdicts = harness_verdicts(events, scenario.deadline_s) + judge(scenario.expect, metrics, baseline_check)
+    verdicts = harness_verdicts(events, scenario.deadline_s, scenario.expect) + judge(scenario.expect, metrics, baseline_check)
     passed = all(v.passed for v in verdicts)
     plot_timeline(run_dir, timeline, metrics, folder.picture, name=scenario.name, status="passed" if passed else "failed")
     extra = {

@@ -17,9 +17,11 @@ from runlog.reader import read_events
 
 Event = dict[str, Any]
 
-RUNNER_DETECTIONS = frozenset({names.FT_TIMEOUT, names.WORKER_FAILED, names.RESTART})
+RUNNER_DETECTIONS = frozenset({names.FT_TIMEOUT, names.WORKER_FAILED, names.RESTART, names.NCCL_WATCHDOG})
 """Runner events that show the launcher acted on a fault."""
 RANK_DETECTIONS = frozenset({names.SIGNAL_RECEIVED, names.INPROCESS_ABORT, names.RERUN})
+TIMEOUTS = {names.NCCL_WATCHDOG: "nccl_watchdog", names.INPROCESS_ABORT: "inprocess", names.FT_TIMEOUT: "ft_launcher"}
+"""The events of each timeout that can act on a hang (``timeout_won``: the first after the fault)."""
 """Rank events that show the trainer acted on a fault (plus flagged straggler reports and foreign exits)."""
 
 _RANK0_MARKS = frozenset(
@@ -30,11 +32,12 @@ _ANY_MARKS = frozenset(
      names.SLURM_JOB}
     | RUNNER_DETECTIONS
     | RANK_DETECTIONS
+    | {names.PITFALL, names.LOCAL_CHECKPOINT_SAVE}
 )
 _INFO_FIELDS = (
     "iteration", "fault", "target_rank", "reason", "code", "error", "signal", "path",
     "local_rank", "exitcode", "pids", "seconds", "flagged", "state", "scores", "diagnosis", "target_node", "agent",
-    "heartbeat", "calculated", "exit_code", "job_id",
+    "heartbeat", "calculated", "exit_code", "job_id", "name", "local",
 )
 
 
@@ -123,6 +126,12 @@ class Metrics:
     """The job's last state in Slurm's record (`slurm_job` event); None for a run not submitted to Slurm."""
     slurm_exit_code: str | None = None
     """The job's exit code in Slurm's record, `code:signal`."""
+    resume_source: str | None = None
+    """What the first later attempt after the fault resumed from: local, persistent or none."""
+    timeout_won: str | None = None
+    """Which timeout acted first on the fault: nccl_watchdog, inprocess or ft_launcher (None: none did)."""
+    pitfalls: list[str] = field(default_factory=list)
+    """The resiliency card's pitfalls the ranks reported (``pitfall`` events), sorted."""
 
 
 def load_run(run_dir: str | Path) -> tuple[Timeline, Metrics]:
@@ -171,6 +180,7 @@ def compute_metrics(events: Iterable[Event]) -> Metrics:
         time_to_detect_last_s=_detect_last(ordered),
         launches=sum(1 for e in ordered if e["event"] == names.LAUNCH and e["rank"] < 0),
         **_slurm_metrics(ordered),
+        pitfalls=sorted({e["name"] for e in ordered if e["event"] == names.PITFALL}),
         **(_fault_metrics(ordered, fault_at) if fault_at is not None else {}),
     )
 
@@ -329,6 +339,8 @@ def _fault_metrics(events: list[Event], at: int) -> dict[str, Any]:
     recover = next((e for e in later if e["event"] == names.STEP), None)
     resumed = _resumed_from(later)
     reached = max((e["iteration"] for e in events if e["event"] == names.STEP and e["attempt"] == attempt), default=resumed)
+    timeouts = (e for e in events[at + 1 :] if e["event"] in TIMEOUTS)
+    first_timeout = next(timeouts, None)
     return {
         "fault_mono": mono,
         "fault_attempt": attempt,
@@ -340,7 +352,19 @@ def _fault_metrics(events: list[Event], at: int) -> dict[str, Any]:
         "time_to_recover_s": None if recover is None else recover["mono"] - mono,
         "resumed_from_step": resumed,
         "lost_steps": None if resumed is None else reached - resumed,
+        "resume_source": _resume_source(later),
+        "timeout_won": None if first_timeout is None else TIMEOUTS[first_timeout["event"]],
     }
+
+
+def _resume_source(later: list[Event]) -> str | None:
+    """What the first later attempt loaded: an NVRx local checkpoint, a persistent one, or nothing."""
+    first = next((e for e in later if e["event"] in (names.CHECKPOINT_LOAD, names.STEP)), None)
+    if first is None:
+        return None
+    if first["event"] == names.STEP:
+        return "none"
+    return "local" if first.get("local") else "persistent"
 
 
 def _detect_last(events: list[Event]) -> float | None:

@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 from chaos.judge.correlate import EXACT, CorrelateError, Tolerance, correlate, read_losses
 from chaos.judge.timeline import Metrics
-from chaos.schema.expect import Baseline, Expect, Limit
-from runlog import names
+from chaos.schema.expect import HARNESS_FIELDS, Baseline, Expect, Limit
+from runlog import names, pitfalls
 from runlog.layout import RunFolder
 
 NOT_OBSERVED = "not observed"
@@ -48,17 +48,31 @@ class BaselineCheck:
     max_weight_diff: float | None = None
 
 
-def harness_verdicts(events: list[dict[str, Any]], deadline_s: float) -> list[Verdict]:
-    """What every run must show whatever its scenario: it ended before its deadline, left nothing behind,
-    and every fault that came due found something to strike (a fault that did not is not injected)."""
+def harness_verdicts(events: list[dict[str, Any]], deadline_s: float, expect: Expect | None = None) -> list[Verdict]:
+    """What every run must show whatever its scenario: it ended before its deadline (or, with
+    ``expect.killed_at_deadline``, outlived it), it left nothing behind, every fault that came due found
+    something to strike (a fault that did not is not injected), and it fell into none of the resiliency
+    card's pitfalls but those ``expect.pitfalls`` names."""
+    expect = expect or Expect()
     killed = any(e["event"] == names.DEADLINE for e in events)
     left = [pid for e in events if e["event"] == names.LEFTOVER for pid in e["pids"]]
     missed = [f"{e['fault_id']} {e['fault']}: {e['reason']}" for e in events if e["event"] == names.FAULT_MISSED]
+    wanted = sorted(set(expect.pitfalls or ()))
+    seen = sorted({e["name"] for e in events if e["event"] == names.PITFALL})
+    on_time = Verdict("deadline", f"finished within {deadline_s:g} s", "killed at the deadline" if killed else "finished", not killed)
+    if expect.killed_at_deadline:
+        on_time = Verdict("deadline", f"killed at the deadline ({deadline_s:g} s)", on_time.observed, killed)
     return [
-        Verdict("deadline", f"finished within {deadline_s:g} s", "killed at the deadline" if killed else "finished", not killed),
+        on_time,
         Verdict("processes_reaped", "no process of the run left", left or "none", not left),
         Verdict("faults_found_targets", "every fault struck a real target", "; ".join(missed) or "all did", not missed),
+        Verdict("pitfalls", ", ".join(wanted) or "none", _pitfalls(seen), wanted == seen),
     ]
+
+
+def _pitfalls(found: list[str]) -> str:
+    """Pitfalls by name, each with the card's warning."""
+    return "; ".join(f"{name} ({pitfalls.CARD.get(name, 'not one of the card')})" for name in found) or "none"
 
 
 def judge(expect: Expect, metrics: Metrics, baseline_check: BaselineCheck | None = None) -> list[Verdict]:
@@ -66,7 +80,7 @@ def judge(expect: Expect, metrics: Metrics, baseline_check: BaselineCheck | None
     verdicts = []
     for name in type(expect).model_fields:
         wanted = getattr(expect, name)
-        if wanted is None:
+        if wanted is None or name in HARNESS_FIELDS:
             continue
         if name == "baseline":
             verdicts.append(_baseline(wanted, baseline_check))

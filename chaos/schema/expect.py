@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Discriminator, Field, Tag, model_validator
 
 from chaos.schema.base import Strict, show
+from runlog import pitfalls
 
 
 class Limit(Strict):
@@ -59,6 +60,13 @@ BaselineSpec = Annotated[
 ]
 
 
+PitfallName = Literal[tuple(pitfalls.CARD)]  # type: ignore[valid-type]
+"""A pitfall of the resiliency card (runlog/pitfalls.py)."""
+
+HARNESS_FIELDS = ("pitfalls", "killed_at_deadline")
+"""Expectations the harness's own verdicts take (they are judged whether given or not)."""
+
+
 class Expect(Strict):
     """What a recovered run must show. Every field is optional; each given one is a verdict. A scenario that
     states nothing of how the run ends (neither exit_code nor trainer_exit_codes) expects a clean exit:
@@ -108,6 +116,14 @@ class Expect(Strict):
     """The job's final state as Slurm records it (`scontrol show job`: COMPLETED, FAILED, TIMEOUT, ...)."""
     slurm_exit_code: str | None = None
     """The job's exit code as Slurm records it, `code:signal` (0:0)."""
+    resume_source: Literal["local", "persistent", "none"] | None = None
+    """What the first restart after the fault resumed from: an NVRx local checkpoint, a persistent one, or none."""
+    timeout_won: Literal["nccl_watchdog", "inprocess", "ft_launcher"] | None = None
+    """Which timeout acted first on the fault: PyTorch's NCCL watchdog, NVRx's in-process restart, or ft_launcher's rank monitor."""
+    pitfalls: list[PitfallName] | None = None
+    """The resiliency card's pitfalls the run must show, exactly (a harness verdict: left out, it wants none)."""
+    killed_at_deadline: bool | None = None
+    """The run must outlive its deadline (a hang nothing detects); the harness's deadline verdict then wants that."""
     baseline: BaselineSpec | None = None
 
     @model_validator(mode="before")

@@ -114,11 +114,12 @@ class CollectiveHang(_FaultBase):
 
 class FaultDuringCheckpoint(_FaultBase):
     """SIGKILL to the rank while a checkpoint is in flight: the save of `at_step` (sync: inside the save;
-    async: after the save was issued, before it is sealed), or the checkpoint load of `attempt`."""
+    async: after the save was issued, before it is sealed), the NVRx local save of `at_step` (inside this
+    rank's write), or the checkpoint load of `attempt`."""
 
     type: Literal["fault_during_checkpoint"]
     planned = in_rank.FaultDuringCheckpoint
-    during: Literal["save", "load"] = "save"
+    during: Literal["save", "local_save", "load"] = "save"
 
     @model_validator(mode="after")
     def _one_trigger(self) -> FaultDuringCheckpoint:
@@ -143,12 +144,27 @@ class CheckpointCorrupt(_FaultBase):
         return self
 
 
+class LocalCheckpointLost(_FaultBase):
+    """The rank's node loses its local checkpoint folder (a replaced node, a wiped NVMe or tmpfs) just before
+    the checkpoint load of `attempt`: the resume must fall back to the persistent checkpoint."""
+
+    type: Literal["local_checkpoint_lost"]
+    planned = in_rank.LocalCheckpointLost
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> LocalCheckpointLost:
+        _require_load_trigger(self)
+        return self
+
+
 class _SignalFault(_FaultBase):
     """A real signal sent by the runner from outside to real pids: to `rank`, to `ranks`, or to a
     `target` (all ranks, or the launcher). Works on any training command, not only this project's."""
 
     ranks: list[Annotated[int, Field(ge=0)]] | None = Field(default=None, min_length=1)
     target: Literal["all", "launcher"] | None = None
+    process_group: bool = False
+    """To the process group each target leads (a rank's data-loader workers too), as a scheduler signals a job."""
 
     @model_validator(mode="after")
     def _one_target(self) -> _SignalFault:
@@ -299,7 +315,7 @@ class SpikyLoss(_LossFault):
 FAULT_KINDS = (
     RankHung, RankKilled, RandomFault, ExceptionFault, CollectiveHang, FaultDuringCheckpoint, CheckpointCorrupt,
     Sigterm, Sigkill, Sigstop, DutyCycle, SlowRank, NanLoss, SpikyLoss, NodeKilled, NodeHung, NodeRejoin,
-    SlurmKillStep, SlurmRequeue,
+    SlurmKillStep, SlurmRequeue, LocalCheckpointLost,
 )
 """Every fault kind a scenario may name (in this order in error messages)."""
 

@@ -20,7 +20,6 @@ from pydantic import (
     BeforeValidator,
     Field,
     PrivateAttr,
-    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -32,12 +31,12 @@ from chaos.schema.base import Strict, rules_broken, show
 from chaos.schema.expect import Expect
 from chaos.schema.faults import Fault, SlurmRequeue
 from chaos.schema.ft_options import FTLauncherOptions
-from chaos.schema.messages import describe
 from chaos.schema.plan import PlannedFault, Side
+from chaos.schema.plugins import Plugins, apply_plugins, preemption_fault
 from chaos.schema.slurm_options import SlurmOptions, slurm_problems
 from runlog.layout import RunFolder
 from trainer.config import ConfigError, TrainerConfig
-from trainer.config_loader import load_config, read_yaml
+from trainer.config_loader import load_config
 from trainer.recipes import recipe_values
 
 
@@ -46,7 +45,10 @@ class ScenarioError(BadInput):
 
 
 SCHEMA_VERSION = 1
-RUNNER_KEYS = ("checkpoint.save", "logger.run_dir", "fault_injection.component", "fault_injection.plan")
+RUNNER_KEYS = (
+    "checkpoint.save", "checkpoint.non_persistent_local_ckpt_dir", "logger.run_dir", "fault_injection.component",
+    "fault_injection.plan",
+)
 """Trainer settings the runner sets (paths into the run folder, the injector that fires the plan); a scenario
 may not set them: it never names code to run."""
 UNCHECKED = "unchecked"
@@ -90,6 +92,11 @@ class Scenario(Strict):
     seed: int = Field(default=0, ge=0)
     relaunch: bool = False
     """After the launcher exits, launch the job once more in the same run folder (a requeued preempted job)."""
+    job_retries: int = Field(default=0, ge=0)
+    """After a launch that failed (a non-zero exit), launch the job again in the same run folder, up to this
+    many times: NeMo-Run's executor.retries (FaultTolerancePlugin.num_job_retries_on_failure)."""
+    plugins: Plugins = Field(default_factory=Plugins)
+    """NeMo-Run's FaultTolerancePlugin and PreemptionPlugin, as the card writes them (chaos/schema/plugins.py)."""
     relaunch_env: dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] = Field(default_factory=dict)
     """Environment overrides of the relaunch, e.g. {CHAOS_NODE_ID: node-b}: the job resumes on another node."""
     command: list[Annotated[str, Field(min_length=1)]] | None = Field(default=None, min_length=1)
@@ -104,7 +111,11 @@ class Scenario(Strict):
 
         Values are written as YAML scalars, so the trainer reads back exactly the scenario's values.
         """
-        own = {"checkpoint.save": str(RunFolder(Path(run_dir)).checkpoints), "logger.run_dir": str(run_dir)}
+        folder = RunFolder(Path(run_dir))
+        own = {
+            "checkpoint.save": str(folder.checkpoints), "checkpoint.non_persistent_local_ckpt_dir": str(folder.local_checkpoints),
+            "logger.run_dir": str(run_dir),
+        }
         return [f"{k}={_yaml_scalar(v)}" for k, v in {**self.trainer, **own}.items()]
 
     _config: TrainerConfig = PrivateAttr()
@@ -118,6 +129,11 @@ class Scenario(Strict):
     def replace(self, **changes: Any) -> Scenario:
         """This scenario with `changes`, validated again (so its trainer config is that of the changes)."""
         return type(self).model_validate({**self.model_dump(), **changes})
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plugins(cls, data: Any) -> Any:
+        return apply_plugins(data) if isinstance(data, dict) else data
 
     @field_validator("recipe")
     @classmethod
@@ -147,6 +163,9 @@ class Scenario(Strict):
         problems += [*(slurm if self.checked("requires") else ()), *self._check_command(), *self._check_nodes()]
         if self.relaunch_env and not self.relaunch:
             problems.append("relaunch_env: set relaunch: true as well (it is the relaunch's environment)")
+        pre = self.plugins.preemption
+        if pre is not None and self.checked("deadline_s") and pre.preempt_time >= self.deadline_s:
+            problems.append(f"plugins.preemption.preempt_time: {pre.preempt_time:g} s is not before deadline_s ({self.deadline_s:g}), the job's time limit")
         if problems:
             raise rules_broken(problems)
         return self
@@ -249,8 +268,9 @@ class Scenario(Strict):
         when null).
         """
         requeues = self.slurm.job_retries + sum(isinstance(f, SlurmRequeue) for f in self.faults)
-        rounds = (self.max_restarts + 1) * (1 + self.relaunch + requeues)
+        rounds = (self.max_restarts + 1) * (1 + self.relaunch + self.job_retries + requeues)
         why = f"max_restarts {self.max_restarts}" + (", relaunch" if self.relaunch else "")
+        why += f", job_retries {self.job_retries}" if self.job_retries else ""
         why += f", {requeues} Slurm requeue(s)" if requeues else ""
         inprocess = self.config.inprocess_restart
         if not inprocess.enabled:
@@ -282,9 +302,8 @@ class Scenario(Strict):
                 yield f"faults[{i}].rank: required for {fault.type} (only random may leave it out)"
             if fault.at_step is not None and self.command is None and fault.at_step > iters:
                 yield f"faults[{i}].at_step: {fault.at_step} is past train.train_iters ({iters})"
-            interval = cfg.checkpoint.save_interval
-            if fault.type == "fault_during_checkpoint" and fault.at_step and not (interval and fault.at_step % interval == 0):
-                yield f"faults[{i}].at_step: {fault.at_step} is not a checkpoint step (save_interval {interval})"
+            if fault.type == "fault_during_checkpoint" and fault.at_step:
+                yield from self._save_step_problems(f"faults[{i}].at_step", fault.at_step, local=fault.during == "local_save")
             if deadline and fault.after_s is not None and fault.after_s >= self.deadline_s:
                 yield f"faults[{i}].after_s: {fault.after_s:g} is past deadline_s ({self.deadline_s:g})"
             if last is not None and fault.attempt > last:
@@ -295,15 +314,10 @@ class Scenario(Strict):
         e, iters = self.expect, cfg.train.train_iters
         if e.completed_steps is not None and self.command is None and e.completed_steps > iters:
             yield f"expect.completed_steps: {e.completed_steps} is past train.train_iters ({iters})"
-        if e.resumed_from_step is not None and self.command is None:
-            interval = cfg.checkpoint.save_interval
-            if e.resumed_from_step > 0 and not interval:
-                yield "expect.resumed_from_step: the trainer saves no checkpoints (set checkpoint.save_interval)"
-            elif e.resumed_from_step > iters or (interval and e.resumed_from_step % interval):
-                yield (
-                    f"expect.resumed_from_step: {e.resumed_from_step} is not a checkpoint step "
-                    f"(save_interval {interval}, train_iters {iters})"
-                )
+        if e.resumed_from_step and self.command is None:
+            c = cfg.checkpoint
+            local = c.local and not (c.save_interval and e.resumed_from_step % c.save_interval == 0)
+            yield from self._save_step_problems("expect.resumed_from_step", e.resumed_from_step, local=local)
         last, why = self._checked_last_attempt()
         if e.restarts is not None and e.restarts.min is not None and last is not None and e.restarts.min > last:
             yield f"expect.restarts: min {e.restarts.min:g} is past the run's last attempt ({last}: {why})"
@@ -317,6 +331,21 @@ class Scenario(Strict):
         if any(v is not None and not 0 <= v <= 1 for v in bounds):
             yield "expect.goodput: min and max must lie within [0, 1]"
 
+
+    def _save_step_problems(self, where: str, step: int, local: bool) -> Iterator[str]:
+        """Unless `step` is one the trainer saves a checkpoint of (a persistent one, or with `local` an NVRx
+        local one), why not."""
+        c, iters = self.config.checkpoint, self.config.train.train_iters
+        persistent = bool(c.save_interval) and step % c.save_interval == 0
+        if local and not c.local:
+            yield f"{where}: the trainer saves no local checkpoints (set checkpoint.non_persistent_ckpt_type: local)"
+        elif local and (step % c.non_persistent_save_interval or persistent):
+            yield (f"{where}: {step} is not a local checkpoint step (non_persistent_save_interval "
+                   f"{c.non_persistent_save_interval}; a persistent save step saves no local one)")
+        elif not local and not c.save_interval:
+            yield f"{where}: the trainer saves no checkpoints (set checkpoint.save_interval)"
+        elif step > iters or not (local or persistent):
+            yield f"{where}: {step} is not a checkpoint step (save_interval {c.save_interval}, train_iters {iters})"
 
 def _yaml_scalar(value: Any) -> str:
     """`value` as YAML that reads back as the same value: the string '5' stays a string, 1e-05 a float."""
@@ -334,79 +363,10 @@ def _is_number_word(text: str) -> bool:
     return True
 
 
-def parse_scenario(data: Any, source: str, *, stem: str | None = None, folder: Path | None = None) -> Scenario:
-    """Validate already-loaded data; every problem is one line that starts with `source`. `stem`: the file
-    name (without .yaml) the scenario's name must equal. With `folder`, the scenario file's, the command's
-    relative files are that folder's and must exist (chaos/schema/command.py); without, the command is taken
-    as written (a run folder's copy, whose paths were resolved when it ran)."""
-    if not isinstance(data, dict):
-        raise ScenarioError(f"{source}: a scenario must be a mapping of fields, got {show(data)}")
-    version = data.get("schema_version", SCHEMA_VERSION)
-    if type(version) is not int or version != SCHEMA_VERSION:
-        raise ScenarioError(f"{source}: schema_version: {show(version)} is not supported (use {SCHEMA_VERSION})")
-    name = data.get("name")
-    scenario, problems = _every_problem(data, folder)
-    if stem and isinstance(name, str) and name != stem:
-        problems.append(f"name: {name!r} does not match the file name {stem!r}")
-    if scenario is None or problems:
-        raise ScenarioError(*(f"{source}: {problem}" for problem in dict.fromkeys(problems)))
-    return scenario
-
-
-def _every_problem(data: dict[Any, Any], folder: Path | None) -> tuple[Scenario | None, list[str]]:
-    """The scenario, or every problem of `data`. pydantic checks every field at once, but the cross-field
-    rules only once every field is valid, and nothing past an unknown key; so the data is validated again
-    without the broken fields (left at their defaults) until no new field breaks. Each round adds its field
-    errors, and the rules' problems while no RULE_INPUTS field is broken (a rule that reads another broken
-    field is not applied: UNCHECKED)."""
-    problems: list[str] = []
-    broken: set[Any] = set()
-    while True:
-        try:
-            scenario = Scenario.model_validate(
-                {k: v for k, v in data.items() if k not in broken}, context={UNCHECKED: frozenset(broken), "folder": folder}
-            )
-            return (None if broken else scenario), problems
-        except ValidationError as e:
-            errors = e.errors()
-        fields = [(_field_of(error), error) for error in errors]
-        problems += [describe(error) for field, error in fields if field is not None and field not in broken]
-        if broken.isdisjoint(RULE_INPUTS):
-            problems += [describe(error) for field, error in fields if field is None]
-        newly = {field for field, _ in fields if field is not None} - broken
-        if not newly:
-            return None, problems
-        broken |= newly
-
-
-def _field_of(error: Any) -> Any:
-    """The top-level field (or unknown key) a pydantic error is about; None for a cross-field rule."""
-    if error["loc"]:
-        return error["loc"][0]
-    return error["ctx"]["key"] if error["type"] == "unknown_key" else None
-
-
-def load_scenario(path: str | Path, *, named: bool = True) -> Scenario:
-    """Read and validate one scenario file; its `name` must be the file's stem, unless not `named` (the copy
-    a run folder keeps as scenario.yaml)."""
-    p = Path(path)
-    try:
-        data = read_yaml(p)
-    except ConfigError as e:
-        raise ScenarioError(*e.problems) from None
-    if data is None:
-        raise ScenarioError(f"{p}: the file is empty")
-    if not named:  # a run folder's copy: its command's paths were resolved when it ran
-        return parse_scenario(data, str(p))
-    return parse_scenario(data, str(p), stem=p.stem, folder=p.resolve().parent)
-
-
 def plan_faults(scenario: Scenario, seed: int) -> list[PlannedFault]:
-    """Resolve every random choice of the scenario's faults from `seed`, fault by fault, in order."""
+    """Resolve every random choice of the scenario's faults from `seed`, fault by fault, in order; then the
+    preemption signal of a PreemptionPlugin."""
     rng = random.Random(seed)
-    return [fault.plan(f"f{i}", rng, scenario.world_size) for i, fault in enumerate(scenario.faults)]
-
-
-def scenario_files(folder: str | Path) -> list[Path]:
-    """The scenario files of a folder (``*.yaml``), sorted by name."""
-    return sorted(Path(folder).glob("*.yaml"))
+    planned = [fault.plan(f"f{i}", rng, scenario.world_size) for i, fault in enumerate(scenario.faults)]
+    preemption = preemption_fault(scenario.plugins, scenario.deadline_s, f"f{len(planned)}")
+    return planned if preemption is None else [*planned, preemption]

@@ -35,7 +35,8 @@ class Armed:
 
 
 class Signals(Protocol):
-    def send(self, pids: list[int], sig: signal.Signals) -> None: ...
+    def send(self, pids: list[int], sig: signal.Signals, group: bool = False) -> None:
+        """`sig` to each pid, or (`group`) to the process group each pid leads."""
 
     def survivors(self, armed: Armed) -> list[int]:
         """What of the fault's targets is still alive (for the launcher: all of its session)."""
@@ -43,16 +44,19 @@ class Signals(Protocol):
 
 @dataclass(frozen=True)
 class SignalFault(PlannedFault):
-    """A signal to `rank`, to `ranks`, or to a `target` (all ranks, or the launcher)."""
+    """A signal to `rank`, to `ranks`, or to a `target` (all ranks, or the launcher); with `process_group`, to
+    the process group each target leads (a rank leads its own: its data-loader workers are in it), as a
+    scheduler signals every process of a job."""
 
     side = Side.RUNNER
     ranks: list[int] | None
     target: Literal["all", "launcher"] | None
+    process_group: bool = field(default=False, kw_only=True)
 
     first: ClassVar[signal.Signals]
 
     def fire(self, armed: Armed, out: Signals, now: float) -> None:
-        out.send(armed.pids, self.first)
+        out.send(armed.pids, self.first, self.process_group)
 
     def follow_up(self, armed: Armed, out: Signals, now: float) -> None:
         armed.next_at = None
@@ -66,12 +70,12 @@ class Sigterm(SignalFault):
     grace_s: float
 
     def fire(self, armed: Armed, out: Signals, now: float) -> None:
-        out.send(armed.pids, signal.SIGTERM)
+        out.send(armed.pids, signal.SIGTERM, self.process_group)
         armed.next_at = now + self.grace_s
 
     def follow_up(self, armed: Armed, out: Signals, now: float) -> None:
         armed.next_at = None  # the grace is over: what is still alive is killed, as a scheduler does
-        out.send(out.survivors(armed), signal.SIGKILL)
+        out.send(out.survivors(armed), signal.SIGKILL, self.process_group)
 
 
 @dataclass(frozen=True)
@@ -100,11 +104,11 @@ class DutyCycle(SignalFault):
 
     def follow_up(self, armed: Armed, out: Signals, now: float) -> None:
         if armed.stopped:
-            out.send(armed.pids, signal.SIGCONT)
+            out.send(armed.pids, signal.SIGCONT, self.process_group)
             armed.stopped, armed.cycle = False, armed.cycle + 1
             armed.next_at = now + self.run_s if armed.cycle < self.cycles else None
         else:
-            out.send(armed.pids, signal.SIGSTOP)
+            out.send(armed.pids, signal.SIGSTOP, self.process_group)
             armed.stopped, armed.next_at = True, now + self.stop_s
 
 
@@ -114,7 +118,7 @@ class Nodes(Protocol):
     def pids(self, node: str, ranks_only: bool) -> list[int] | None:
         """Every process of the node, or (`ranks_only`) those of its ranks in the round the run is in:
         None until every rank of the node has one."""
-    def send(self, pids: list[int], sig: signal.Signals) -> None: ...
+    def send(self, pids: list[int], sig: signal.Signals, group: bool = False) -> None: ...
     def lose(self, node: str) -> None: ...
     def start(self, node: str) -> None: ...
 

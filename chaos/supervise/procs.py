@@ -58,6 +58,15 @@ def alive(pid: int) -> bool:
     return status is not None and status[0] != "Z"
 
 
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the process group `pgid` is still alive (signal 0 reaches a live member)."""
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
 def marked_processes(run_id: str) -> dict[int, dict[str, str]]:
     """Live processes (zombies excluded) whose environment carries this run's marker, by pid in order,
     with their environments: the one lookup of a run's processes, also those that left the launcher's

@@ -170,10 +170,16 @@ def execute(scenario: Scenario, run_dir: Path, seed: int, progress: Callable[[st
     launch = partial(_launch, scenario, run_dir, overrides, plan, events, attempts, tick, steps)
     try:
         result = launch(env, scenario.deadline_s, {})
-        if scenario.relaunch and not (result.timed_out or result.interrupted):
-            attempts.relaunched()  # the requeued job numbers its attempts on from the first launch's
-            remaining = scenario.deadline_s - (time.monotonic() - start)
-            result = launch(env, remaining, scenario.relaunch_env)
+        retries, relaunch = scenario.job_retries, scenario.relaunch
+        while not (result.timed_out or result.interrupted):
+            if result.exit_code and retries:  # a failed job is launched again (NeMo-Run's executor.retries)
+                retries, extra = retries - 1, {}
+            elif relaunch:  # a requeued job (after a preemption)
+                relaunch, extra = False, scenario.relaunch_env
+            else:
+                break
+            attempts.relaunched()  # the next launch numbers its attempts on from the last one's
+            result = launch(env, scenario.deadline_s - (time.monotonic() - start), extra)
         return result
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)

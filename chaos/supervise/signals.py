@@ -36,7 +36,7 @@ from pathlib import Path
 from chaos.schema.plan import PlannedFault
 from chaos.supervise.attempts import AttemptTracker
 from chaos.supervise.faults import Armed, SignalFault
-from chaos.supervise.procs import alive, launcher_pid, proc_environ, session_pids, worker_pids
+from chaos.supervise.procs import alive, group_alive, launcher_pid, proc_environ, session_pids, worker_pids
 from runlog import names
 from runlog.env import RUN_ID_VAR
 from runlog.log import EventLog
@@ -207,20 +207,23 @@ class ExternalFaults:
         armed.fault.follow_up(armed, self, now)
 
     def survivors(self, armed: Armed) -> list[int]:
+        if armed.fault.process_group:  # a group outlives its leader (a dead rank's orphaned workers)
+            return [pid for pid in armed.pids if group_alive(pid)]
         survivors = [pid for pid in armed.pids if alive(pid)]
         if armed.fault.target == "launcher" and survivors:
             survivors = session_pids(self.run_id, survivors[0])
         return survivors
 
-    def send(self, pids: list[int], sig: signal.Signals) -> None:
-        """`sig` to those of `pids` still the run's: a follow-up comes seconds later, when a dead target's
-        pid may be another process's."""
+    def send(self, pids: list[int], sig: signal.Signals, group: bool = False) -> None:
+        """`sig` to each of `pids` still the run's, or (`group`) to the process group it leads: ``target``
+        names the pid either way. A follow-up comes seconds later, when a dead target's pid may be another
+        process's."""
         for pid in pids:
             if proc_environ(pid).get(RUN_ID_VAR) != self.run_id:
                 continue
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
-                self.events.write(SignalSent(sig.name, pid, pid=pid, attempt=self.attempts.running()))
+                os.killpg(pid, sig) if group else os.kill(pid, sig)
+                self.events.write(SignalSent(sig.name, pid, pid=pid, attempt=self.attempts.running(), group=group or None))
 
     def close(self) -> None:
         """Leave nothing stopped: a duty cycle cut short by the job's end still owes its SIGCONT. A fault

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from chaos.schema.scenario import parse_scenario
+from chaos.schema.loader import parse_scenario
 from chaos.supervise.runner import run_scenario
 
 SCRIPT = ["python", str(Path(__file__).parent / "standalone" / "ddp_train.py"), "--ckpt", "{run_dir}/ckpt.pt", "--steps", "30"]

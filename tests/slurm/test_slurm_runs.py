@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from one_host_slurm import OneHostSlurm
 
-from chaos.schema.scenario import load_scenario, scenario_files
+from chaos.schema.loader import load_scenario, scenario_files
 from runlog.reader import read_events
 
 pytestmark = pytest.mark.slurm

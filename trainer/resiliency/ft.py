@@ -16,8 +16,9 @@ import threading
 import time
 from pathlib import Path
 
+from runlog import pitfalls
 from runlog.log import EventLog
-from runlog.records import FaultInjected, FtTimeouts
+from runlog.records import FaultInjected, FtTimeouts, Pitfall
 from trainer.checkpoint import atomic_write_text
 from trainer.components import Component, TrainContext
 from trainer.config import FaultToleranceConfig
@@ -75,6 +76,7 @@ class FaultTolerance(Component):
     def _connect(self) -> None:
         if "FT_RANK_MONITOR_IPC_SOCKET" not in os.environ:
             log.warning("ft.enable_ft_package=true but this process was not started by ft_launcher: no monitoring")
+            self.events.write(Pitfall(pitfalls.FT_WITHOUT_FT_LAUNCHER, "no FT_RANK_MONITOR_IPC_SOCKET in the environment"))
             return
         from trainer import nvrx_compat
 

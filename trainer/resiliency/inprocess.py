@@ -25,13 +25,15 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from runlog import pitfalls
 from runlog.env import current_attempt, launch_round
 from runlog.layout import RunFolder
 from runlog.log import EventLog
 from runlog.reader import EventTail
-from runlog.records import InprocessAbort, InprocessStart
+from runlog.records import InprocessAbort, InprocessStart, Pitfall
 from trainer import nvrx_compat
 from trainer.config import InProcessRestartConfig, TrainerConfig
+from trainer.distributed import wants_cuda
 from trainer.session import InProcessIteration, TrainingSession
 
 log = logging.getLogger(__name__)
@@ -106,6 +108,30 @@ def soft_timeout_may_starve(cfg: InProcessRestartConfig) -> bool:
     return cfg.monitor_process_interval >= cfg.progress_watchdog_interval
 
 
+def watchdog_before_recovery(cfg: TrainerConfig) -> bool:
+    """The card's pitfall: on NCCL, PyTorch's watchdog aborts a collective that outlives the process group's
+    timeout (``dist.distributed_timeout_minutes``) and tears the process down; at or below
+    ``inprocess_restart.hard_timeout`` it can do so before NVRx's in-process restart recovers the rank. (gloo
+    has no watchdog: its timed-out collective raises, which the Wrapper catches.)"""
+    return wants_cuda(cfg.dist) and cfg.dist.distributed_timeout_minutes * 60 <= cfg.inprocess_restart.hard_timeout
+
+
+def report_watchdog_pitfall(cfg: TrainerConfig, base: int) -> None:
+    """Warn, and write the ``pitfall`` event, when the NCCL watchdog may win (see ``watchdog_before_recovery``)."""
+    if not watchdog_before_recovery(cfg):
+        return
+    rank = int(os.environ.get("RANK", "0"))
+    detail = (
+        f"dist.distributed_timeout_minutes {cfg.dist.distributed_timeout_minutes} "
+        f"({cfg.dist.distributed_timeout_minutes * 60} s) <= inprocess_restart.hard_timeout {cfg.inprocess_restart.hard_timeout:g} s"
+    )
+    if rank == 0:
+        log.warning("%s: %s", detail, pitfalls.CARD[pitfalls.NCCL_TIMEOUT_NOT_ABOVE_HARD_TIMEOUT])
+    events = EventLog(cfg.logger.run_dir, f"rank-{rank}", rank, attempt=base)
+    events.write(Pitfall(pitfalls.NCCL_TIMEOUT_NOT_ABOVE_HARD_TIMEOUT, detail))
+    events.close()
+
+
 def build_wrapper(cfg: TrainerConfig, world_size: int, master_port: int, base: int) -> object:
     ipr = cfg.inprocess_restart
     if soft_timeout_may_starve(ipr) and int(os.environ.get("RANK", "0")) == 0:
@@ -160,4 +186,5 @@ def run_inprocess(cfg: TrainerConfig) -> int:
                 raise
 
     base = attempt_base(cfg.logger.run_dir)
+    report_watchdog_pitfall(cfg, base)
     return build_wrapper(cfg, world_size, master_port, base)(train)()

@@ -9,17 +9,40 @@ the same step and exits cleanly, inside the grace period if the save is fast eno
 
 from __future__ import annotations
 
+import functools
 import signal
+from collections.abc import Callable
 from types import FrameType
+from typing import Any
 
 from runlog.log import EventLog
 from runlog.records import SignalReceived
-from trainer.components import Component
+from trainer.components import Component, TrainContext
 from trainer.config import parse_signal
 
 
+def _ignore_in_worker(signum: int, frame: FrameType | None) -> None:
+    """A data-loader worker's handler: it records nothing anyone reads; the training process saves and stops."""
+
+
+def _install_in_worker(sig: signal.Signals, worker_id: int) -> None:
+    signal.signal(sig, _ignore_in_worker)
+
+
+def worker_init_fn(signal_name: str) -> Callable[[int], None]:
+    """Bridge's data-loader ``worker_init_fn`` (``train.exit_signal_handler_for_dataloader``): each worker
+    handles the exit signal as the training process does, so a signal to the whole process group, as a
+    scheduler sends it, leaves the workers serving while the training process saves."""
+    return functools.partial(_install_in_worker, parse_signal(signal_name))
+
+
 class Preemption(Component):
-    """Records the exit signal; asks the loop to save and stop after the step in which it arrived."""
+    """Records the exit signal; asks the loop to save and stop after the step in which it arrived.
+
+    The handler is installed when training starts, after the resume and after the data-loader workers are
+    forked: where Bridge installs it (its ``state.signal_handler`` is created in the loop). A worker therefore
+    starts with the default action for the signal, unless ``worker_init_fn`` installs one.
+    """
 
     name = "preemption"
 
@@ -28,6 +51,9 @@ class Preemption(Component):
         self.events = events
         self.received: signal.Signals | None = None
         self._reported = False
+        self._previous: Any = None
+
+    def on_train_start(self, ctx: TrainContext, start_iteration: int) -> None:
         self._previous = signal.signal(self.signal, self._record)
 
     def _record(self, signum: int, frame: FrameType | None) -> None:
@@ -42,4 +68,6 @@ class Preemption(Component):
         return "signal"
 
     def close(self) -> None:
-        signal.signal(self.signal, self._previous)
+        if self._previous is not None:
+            signal.signal(self.signal, self._previous)
+            self._previous = None

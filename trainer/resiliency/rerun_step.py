@@ -11,14 +11,16 @@ from typing import Any, Protocol
 import torch
 import torch.distributed as dist
 
+from runlog import pitfalls
 from runlog.env import node_id
 from runlog.log import EventLog
-from runlog.records import Rerun
+from runlog.records import Pitfall, Rerun
 from trainer.components import Component
 from trainer.config import RerunStateMachineConfig
 from trainer.distributed import DistEnv
 from trainer.resiliency.rerun import (
     Action,
+    Diagnosis,
     Report,
     RerunExit,
     ResultValidationError,
@@ -104,6 +106,8 @@ class RerunStateMachine(Component):
         if action.save and not host.save_checkpoint():
             log.error("exit %d asks for a checkpoint but checkpoint.save is unset: nothing to resume from", action.code)
         host.wait_for_saves()
+        if action.diagnosis is Diagnosis.SAME_NODE_LOOP:
+            self.events.write(Pitfall(pitfalls.RERUN_SAME_NODE_LOOP, f"iteration {step}: {action.message}"))
         raise RerunExit(action.code, action.diagnosis.value, f"iteration {step}: {action.message}")
 
     def state_dict(self) -> dict[str, Any]:

@@ -30,8 +30,9 @@ from typing import Any
 
 import torch
 
+from runlog import pitfalls
 from runlog.log import EventLog
-from runlog.records import StragglerReport
+from runlog.records import Pitfall, StragglerReport
 from trainer import nvrx_compat
 from trainer.components import Component, TrainContext
 from trainer.config import NVRxStragglerDetectionConfig
@@ -213,6 +214,8 @@ class StragglerDetection(Component):
         ))
         if self.cfg.enable_logging:
             log.info("NVRx straggler report at iteration %d: %s", iteration, self._describe(verdict))
+        if verdict.flagged and not self.cfg.stop_if_detected and not self._detected:
+            self.events.write(Pitfall(pitfalls.STRAGGLER_NOT_STOPPED, f"ranks {verdict.flagged} flagged at iteration {iteration}"))
         self._detected = self._detected or bool(verdict.flagged)
 
     def _describe(self, verdict: Verdict) -> str:

@@ -7,7 +7,7 @@ import pytest
 from benchmarks import measure
 from benchmarks.report import markdown_table
 from chaos.judge.timeline import compute_metrics
-from chaos.schema.scenario import parse_scenario
+from chaos.schema.loader import parse_scenario
 
 
 def ev(event: str, mono: float, rank: int = 0, attempt: int = 0, **fields) -> dict:

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from chaos.pytest_plugin import machine_slot, sharing_gpus, slot_file
-from chaos.schema.scenario import load_scenario
+from chaos.schema.loader import load_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[3] / "scenarios"
 

@@ -18,6 +18,8 @@ def test_preemption_records_and_reports_once(tmp_path: Path) -> None:
     events = EventLog(tmp_path, "rank-0", rank=0, attempt=0)
     handler = Preemption("SIGUSR1", events)
     try:
+        assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL, "installed when training starts, as Bridge does"
+        handler.on_train_start(None, 0)
         assert handler.stop_reason(3) is None
         os.kill(os.getpid(), signal.SIGUSR1)
         assert handler.stop_reason(4) == "signal"

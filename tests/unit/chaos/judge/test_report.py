@@ -9,7 +9,7 @@ import pytest
 from chaos.judge.report import build_journal, format_summary, plot_timeline, write_journal
 from chaos.judge.timeline import load_run
 from chaos.judge.verdicts import judge
-from chaos.schema.scenario import parse_scenario
+from chaos.schema.loader import parse_scenario
 from runlog.log import EventLog
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from chaos.schema import command as cmd
-from chaos.schema.scenario import ScenarioError, parse_scenario
+from chaos.schema.loader import parse_scenario
+from chaos.schema.scenario import ScenarioError
 
 PATTERN = r"^step (?P<step>\d+) loss (?P<loss>\S+)"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chaos.schema.scenario import ScenarioError
+from chaos.schema.scenario import ScenarioError, plan_faults
 
 
 def test_signal_fault_needs_exactly_one_target(make_scenario) -> None:
@@ -35,3 +35,38 @@ def test_command_scenarios_take_signal_faults_and_a_step_group(make_scenario) ->
         make_scenario(**cmd, step_pattern=r"step (\d+)")
     with pytest.raises(ScenarioError, match="step_pattern: required"):
         make_scenario(**cmd, faults=[{"type": "sigkill", "rank": 0, "at_step": 2}])
+
+
+LOCAL = {
+    "train.train_iters": 12, "checkpoint.save_interval": 5, "checkpoint.non_persistent_ckpt_type": "local",
+    "checkpoint.non_persistent_save_interval": 2,
+}
+
+
+def test_local_checkpoint_faults_and_steps_are_checked_against_the_local_interval(make_scenario) -> None:
+    s = make_scenario(trainer=LOCAL, faults=[{"type": "fault_during_checkpoint", "during": "local_save", "rank": 1, "at_step": 8},
+                                             {"type": "local_checkpoint_lost", "rank": 0, "attempt": 1}],
+                      expect={"resumed_from_step": 6})
+    assert [f.type for f in s.faults] == ["fault_during_checkpoint", "local_checkpoint_lost"]
+    assert make_scenario(trainer=LOCAL, expect={"resumed_from_step": 5}).expect.resumed_from_step == 5
+    with pytest.raises(ScenarioError, match="at_step: 10 is not a local checkpoint step .*a persistent save step saves no local one"):
+        make_scenario(trainer=LOCAL, faults=[{"type": "fault_during_checkpoint", "during": "local_save", "rank": 1, "at_step": 10}])
+    with pytest.raises(ScenarioError, match="resumed_from_step: 7 is not a local checkpoint step"):
+        make_scenario(trainer=LOCAL, expect={"resumed_from_step": 7})
+    with pytest.raises(ScenarioError, match="the trainer saves no local checkpoints"):
+        make_scenario(faults=[{"type": "fault_during_checkpoint", "during": "local_save", "rank": 1, "at_step": 4}])
+    with pytest.raises(ScenarioError, match="local_checkpoint_lost fires at the checkpoint load"):
+        make_scenario(trainer=LOCAL, faults=[{"type": "local_checkpoint_lost", "rank": 0, "at_step": 3}])
+
+
+def test_the_runner_sets_the_local_checkpoint_folder(make_scenario) -> None:
+    with pytest.raises(ScenarioError, match="non_persistent_local_ckpt_dir: set by the runner"):
+        make_scenario(trainer={**LOCAL, "checkpoint.non_persistent_local_ckpt_dir": "/tmp/x"})
+    assert "checkpoint.non_persistent_local_ckpt_dir=R/local" in make_scenario(trainer=LOCAL).trainer_overrides("R")
+
+
+def test_a_signal_fault_may_go_to_each_targets_process_group(make_scenario) -> None:
+    (fault,) = plan_faults(make_scenario(faults=[{"type": "sigterm", "target": "all", "process_group": True, "at_step": 3}]), 0)
+    assert fault.process_group is True
+    (fault,) = plan_faults(make_scenario(faults=[{"type": "sigkill", "rank": 1, "at_step": 3}]), 0)
+    assert fault.process_group is False

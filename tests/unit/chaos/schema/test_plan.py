@@ -24,7 +24,7 @@ def test_plan_keeps_signal_targets_and_draws_no_rank_for_them(make_scenario) -> 
     s = make_scenario(faults=[{"type": "sigterm", "target": "all", "at_step": 3, "grace_s": 4}, {"type": "random", "at_step": 4}])
     plan = plan_faults(s, 7)
     assert isinstance(plan[0], Sigterm)
-    assert (plan[0].rank, plan[0].target, plan[0].grace_s, plan[0].params()) == (None, "all", 4.0, {"target": "all", "grace_s": 4.0})
+    assert (plan[0].rank, plan[0].target, plan[0].grace_s, plan[0].params()) == (None, "all", 4.0, {"target": "all", "process_group": False, "grace_s": 4.0})
     alone = plan_faults(make_scenario(faults=[{"type": "random", "at_step": 4}]), 7)[0]
     assert (type(plan[1]), plan[1].rank) == (type(alone), alone.rank)  # a signal fault draws nothing
     assert isinstance(alone, RankKilled | RankHung)
@@ -55,7 +55,7 @@ def test_plan_json_is_one_flat_record_per_fault_and_each_side_reads_its_own(make
         {"fault_id": "f0", "type": "nan_loss", "rank": 1, "attempt": 0, "at_step": 3, "delay_s": None,
          "persistence": "transient", "faulty_node": None},
         {"fault_id": "f1", "type": "sigterm", "rank": None, "attempt": 0, "at_step": 5, "delay_s": None,
-         "ranks": [0, 1], "target": None, "grace_s": 2.0},
+         "ranks": [0, 1], "target": None, "process_group": False, "grace_s": 2.0},
     ]
     assert read_plan(path, RANK_FAULTS) == [plan_faults(s, 0)[0]]
     (term,) = read_plan(path, SIGNAL_FAULTS)

@@ -11,7 +11,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chaos.schema.scenario import Scenario, ScenarioError, load_scenario, parse_scenario, scenario_files
+from chaos.schema.loader import load_scenario, parse_scenario, scenario_files
+from chaos.schema.scenario import Scenario, ScenarioError
 from trainer.config_loader import load_config, parse_override
 
 SCENARIOS = Path(__file__).resolve().parents[4] / "scenarios"

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from chaos.judge.timeline import compute_metrics
-from chaos.schema.scenario import ScenarioError, parse_scenario
+from chaos.schema.loader import parse_scenario
+from chaos.schema.scenario import ScenarioError
 from chaos.supervise.launch import agent_command, node_block, worker_base
 from chaos.supervise.nodes import gpu_blocks, visible_gpus
 from trainer import nvrx_compat

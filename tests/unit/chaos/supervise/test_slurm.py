@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from chaos.schema.scenario import load_scenario
+from chaos.schema.loader import load_scenario
 from chaos.supervise.ports import RANGE
 from chaos.supervise.runner import judge_run_dir
 from chaos.supervise.slurm_job import next_attempt, parse_record, rdzv_port
