@@ -13,7 +13,8 @@ import warnings
 
 from runlog.log import EventLog
 from runlog.records import ExitOnError, Pitfall
-from trainer.config import ConfigError, TrainerConfig
+from trainer.config import TrainerConfig
+from trainer.config_base import ConfigError
 from trainer.config_loader import load_config, parse_override
 from trainer.recipes import RECIPES
 

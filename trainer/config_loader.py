@@ -17,7 +17,8 @@ from typing import Any, Literal
 
 import yaml
 
-from trainer.config import ConfigError, TrainerConfig
+from trainer.config import TrainerConfig
+from trainer.config_base import ConfigError
 from trainer.recipes import recipe_values
 
 SECTIONS: dict[str, type] = {f.name: f.default_factory for f in dataclasses.fields(TrainerConfig)}  # type: ignore[misc]

@@ -15,7 +15,8 @@ import torch
 import torch.distributed as dist
 
 from runlog.env import STORE_PORT_VAR, launch_round
-from trainer.config import ConfigError, DistConfig
+from trainer.config import DistConfig
+from trainer.config_base import ConfigError
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ from runlog.log import EventLog
 from runlog.records import Step
 from trainer.checkpoint import Checkpointer, atomic_write_text
 from trainer.components import Component, TrainContext
-from trainer.config import ConfigError, SchedulerConfig, TrainerConfig
+from trainer.config import SchedulerConfig, TrainerConfig
+from trainer.config_base import ConfigError
 from trainer.data import Sampler, WorkerBatches, build_corpus
 from trainer.distributed import DistEnv, all_ranks_agree
 from trainer.model import GPT

@@ -12,7 +12,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from trainer.config import ConfigError, ModelConfig
+from trainer.config import ModelConfig
+from trainer.config_base import ConfigError
 
 ALL_SDPA = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION, SDPBackend.MATH]
 

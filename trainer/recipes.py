@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainer.config import ConfigError
+from trainer.config_base import ConfigError
 
 RECIPES: dict[str, dict[str, Any]] = {
     # The dataclass defaults, untouched.

@@ -13,7 +13,8 @@ from runlog.log import EventLog
 from runlog.records import Exit, ExitOnError, RunStart
 from trainer.checkpoint import CheckpointError
 from trainer.components import Component
-from trainer.config import ConfigError, TrainerConfig
+from trainer.config import TrainerConfig
+from trainer.config_base import ConfigError
 from trainer.distributed import DistEnv, init_distributed
 from trainer.loop import Trainer, versions
 from trainer.plugins import load_component

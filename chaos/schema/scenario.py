@@ -35,7 +35,8 @@ from chaos.schema.plan import PlannedFault, Side
 from chaos.schema.plugins import Plugins, apply_plugins, preemption_fault
 from chaos.schema.slurm_options import SlurmOptions, slurm_problems
 from runlog.layout import RunFolder
-from trainer.config import ConfigError, TrainerConfig
+from trainer.config import TrainerConfig
+from trainer.config_base import ConfigError
 from trainer.config_loader import load_config
 from trainer.recipes import recipe_values
 

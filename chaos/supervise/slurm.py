@@ -49,7 +49,8 @@ from chaos.supervise.slurm_job import JOB_EVENTS, JobError, scontrol
 from runlog.env import ATTEMPT_BASE_VAR, NODE_VAR, RUN_ID_VAR, STORE_PORT_VAR
 from runlog.layout import RunFolder
 from runlog.log import EventLog
-from runlog.records import Deadline, FaultInjected, SlurmCommand, SlurmJob, Submitted
+from runlog.records import Deadline, FaultInjected
+from runlog.slurm_records import SlurmCommand, SlurmJob, Submitted
 from trainer import nvrx_compat
 
 JOB_SCRIPT, NODE_TASK, SBATCH_LOG = "job.sbatch", "node_task.sh", "sbatch.log"

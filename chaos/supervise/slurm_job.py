@@ -23,7 +23,8 @@ from typing import Any
 from runlog import names
 from runlog.log import EventLog
 from runlog.reader import read_events
-from runlog.records import JobLaunched, LauncherExit, Requeue, RequeueFailed
+from runlog.records import LauncherExit
+from runlog.slurm_records import JobLaunched, Requeue, RequeueFailed
 
 JOB_FILE = "job_id"
 """The run folder's owner: the id of the one job (and its requeues) that may write there."""

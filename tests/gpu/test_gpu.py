@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from trainer.config import ConfigError
+from trainer.config_base import ConfigError
 from trainer.config_loader import load_config
 from trainer.model import GPT
 

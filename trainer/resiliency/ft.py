@@ -21,7 +21,7 @@ from runlog.log import EventLog
 from runlog.records import FaultInjected, FtTimeouts, Pitfall
 from trainer.checkpoint import atomic_write_text
 from trainer.components import Component, TrainContext
-from trainer.config import FaultToleranceConfig
+from trainer.config_resiliency import FaultToleranceConfig
 
 log = logging.getLogger(__name__)
 

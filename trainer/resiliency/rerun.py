@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum, IntEnum
 from typing import Any, Literal
 
-from trainer.config import RerunStateMachineConfig
+from trainer.config_resiliency import RerunStateMachineConfig
 
 EXIT_RESUME_TO_DISAMBIGUATE = 16
 EXIT_FAILED_VALIDATION = 17

@@ -16,7 +16,7 @@ from runlog.env import node_id
 from runlog.log import EventLog
 from runlog.records import Pitfall, Rerun
 from trainer.components import Component
-from trainer.config import RerunStateMachineConfig
+from trainer.config_resiliency import RerunStateMachineConfig
 from trainer.distributed import DistEnv
 from trainer.resiliency.rerun import (
     Action,

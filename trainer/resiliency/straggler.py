@@ -35,7 +35,7 @@ from runlog.log import EventLog
 from runlog.records import Pitfall, StragglerReport
 from trainer import nvrx_compat
 from trainer.components import Component, TrainContext
-from trainer.config import NVRxStragglerDetectionConfig
+from trainer.config_resiliency import NVRxStragglerDetectionConfig
 from trainer.distributed import all_ranks_agree
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ import pytest
 from runlog import pitfalls
 from runlog.log import EventLog
 from trainer.cli import main
-from trainer.config import ConfigError
+from trainer.config_base import ConfigError
 from trainer.config_loader import load_config
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from trainer.config import ConfigError, TrainerConfig
+from trainer.config import TrainerConfig
+from trainer.config_base import ConfigError
 from trainer.config_loader import build_config, load_config, parse_override
 from trainer.recipes import RECIPES
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainer.config import ConfigError
+from trainer.config_base import ConfigError
 from trainer.config_loader import load_config
 
 

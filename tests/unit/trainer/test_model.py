@@ -8,7 +8,8 @@ import math
 import pytest
 import torch
 
-from trainer.config import ConfigError, ModelConfig
+from trainer.config import ModelConfig
+from trainer.config_base import ConfigError
 from trainer.model import GPT
 
 TINY = {"num_layers": 1, "hidden_size": 32, "num_attention_heads": 2, "seq_length": 16}

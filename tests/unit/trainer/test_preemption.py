@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from runlog.log import EventLog
-from trainer.config import ConfigError, parse_signal
+from trainer.config import parse_signal
+from trainer.config_base import ConfigError
 from trainer.resiliency.preemption import Preemption
 
 

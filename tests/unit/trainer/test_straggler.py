@@ -11,7 +11,7 @@ import torch.multiprocessing as mp
 
 from chaos.hooks.slow_rank import ForwardStretch, Slowdown
 from chaos.judge.timeline import compute_metrics
-from trainer.config import NVRxStragglerDetectionConfig
+from trainer.config_resiliency import NVRxStragglerDetectionConfig
 from trainer.resiliency.straggler import CpuReporter, ForwardTimer, read_report, summarize
 
 CFG = NVRxStragglerDetectionConfig(enabled=True, gpu_individual_perf_threshold=0.3)
