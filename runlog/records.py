@@ -29,6 +29,8 @@ class Record:
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
+            if f.metadata.get("written") is False:
+                continue
             if f.metadata.get("flatten"):
                 out.update(value)
             elif value is not None or not f.metadata.get("optional"):
@@ -112,6 +114,20 @@ class ObservedStep(Record):
     loss: float
     step_time: float = 0.0
     observed: bool = True
+
+
+@dataclass(frozen=True)
+class ObservedEvent(Record):
+    """An event an adapter read from a foreign trainer's output (chaos/adapters; docs/events.md, "Foreign
+    trainers"): the supervisor writes it under the adapter's name with the adapter's fields."""
+
+    name: str = field(metadata={"written": False})
+    values: Mapping[str, Any] = field(default_factory=dict, metadata={"flatten": True})
+    observed: bool = True
+
+    @property
+    def event(self) -> str:  # type: ignore[override]
+        return self.name
 
 
 @dataclass(frozen=True)

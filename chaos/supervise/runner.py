@@ -23,6 +23,7 @@ from chaos.judge.run import RunOutcome, judge_folder, scenario_of
 from chaos.schema.plan import PlannedFault, arming, write_plan
 from chaos.schema.scenario import Scenario, plan_faults
 from chaos.supervise.attempts import AttemptTracker
+from chaos.supervise.foreign import AdapterSteps
 from chaos.supervise.launch import Launch, LaunchResult, LaunchSpec
 from chaos.supervise.nodes import gpu_blocks, run_nodes, visible_gpus
 from chaos.supervise.ports import release_ports, reserve_ports
@@ -115,7 +116,7 @@ def execute(scenario: Scenario, run_dir: Path, seed: int, progress: Callable[[st
     attempts = AttemptTracker()
     events = EventLog(run_dir, "launcher", rank=-1, attempt=attempts.launcher)
     view = ProgressView(run_dir, progress) if progress else None
-    steps = LogSteps(run_dir, scenario.step_pattern, attempts) if scenario.step_pattern else EventSteps(run_dir)
+    steps = observed_steps(scenario, run_dir, attempts)
     external = ExternalFaults(plan, events, attempts, run_dir.name, steps)
 
     def tick() -> None:
@@ -138,14 +139,27 @@ def execute(scenario: Scenario, run_dir: Path, seed: int, progress: Callable[[st
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)
         external.close()
-        if isinstance(steps, LogSteps):
+        if isinstance(steps, LogSteps | AdapterSteps):
             steps.close()
         events.close()
 
 
+Steps = EventSteps | LogSteps | AdapterSteps
+
+
+def observed_steps(scenario: Scenario, run_dir: Path, attempts: AttemptTracker) -> Steps:
+    """Where the run's steps are seen: the trainer's events, a command's `step_pattern` lines, or what the
+    scenario's `adapter` reads in the command's output (it writes every record it reads as an event)."""
+    if scenario.adapter is not None:
+        return AdapterSteps(run_dir, scenario.adapter, attempts)
+    if scenario.step_pattern is not None:
+        return LogSteps(run_dir, scenario.step_pattern, attempts)
+    return EventSteps(run_dir)
+
+
 def _launch(
     scenario: Scenario, run_dir: Path, overrides: list[str], plan: list[PlannedFault], events: EventLog,
-    attempts: AttemptTracker, tick: Callable[[], None], steps: EventSteps | LogSteps, env: dict[str, str],
+    attempts: AttemptTracker, tick: Callable[[], None], steps: Steps, env: dict[str, str],
     deadline_s: float, env_overrides: dict[str, str],
 ) -> LaunchResult:
     """One launch of the job: its agents (one per node) in one c10d rendezvous on reserved loopback ports."""
@@ -158,7 +172,7 @@ def _launch(
             run_dir=run_dir, deadline_s=deadline_s, run_id=run_dir.name, cwd=PROJECT_ROOT, nodes=scenario.nodes,
             gpu_blocks=tuple(gpu_blocks(visible_gpus(), scenario.node_size)) if on_gpus else (),
         )
-        launch = Launch(spec, events, attempts, on_line=steps.line if isinstance(steps, LogSteps) else None)
+        launch = Launch(spec, events, attempts, on_line=steps.line if isinstance(steps, LogSteps | AdapterSteps) else None)
         if scenario.nodes > 1:
             return run_nodes(launch, plan, scenario.spares, tick)
         launch.on_tick = tick

@@ -9,7 +9,7 @@ cycles). Nothing here needs the job's cooperation, so it works on any training c
 - steps are observed from the trainer's ``step`` events, or, for a ``command`` that writes none, from
   its output lines matched by the scenario's ``step_pattern`` (the launch's reader hands them over in
   order; each match is also written as a ``step`` event, with ``observed: true``, so the timeline metrics
-  apply to any trainer);
+  apply to any trainer), or read by the scenario's ``adapter`` (chaos/supervise/foreign.py);
 - what each kind sends, and when it follows up, is its class's (chaos/supervise/faults.py).
 
 The faults are driven by ``tick()``, which the launch's watch loop calls every 0.1 s, and every signal is
@@ -26,6 +26,7 @@ import re
 import signal
 import time
 from pathlib import Path
+from typing import Protocol
 
 from chaos.schema.plan import PlannedFault
 from chaos.supervise.attempts import AttemptTracker
@@ -81,12 +82,19 @@ class LogSteps:
         self.log.close()
 
 
+class StepSource(Protocol):
+    """Where the runner learns the ranks' steps: their events, a command's lines (``LogSteps``), or a
+    foreign trainer's adapter (chaos/supervise/foreign.py)."""
+
+    def poll(self) -> list[tuple[int, int]]: ...
+
+
 class ExternalFaults:
     """Fires the plan's signal faults from the runner, one tick at a time."""
 
     def __init__(
         self, faults: list[PlannedFault], events: EventLog, attempts: AttemptTracker, run_id: str,
-        steps: EventSteps | LogSteps,
+        steps: StepSource,
     ):
         self.events, self.attempts, self.run_id, self.steps = events, attempts, run_id, steps
         self.armed = [Armed(f) for f in faults if isinstance(f, SignalFault)]
