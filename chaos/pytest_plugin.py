@@ -82,12 +82,26 @@ def skip_reason(scenario, device: str | None) -> str | None:
         return f"{scenario.name} needs CUDA GPUs (requires: gpu): run it with nox -s gpu on a GPU machine"
     if scenario.requires == "cpu" and device == "cuda":
         return f"{scenario.name} proves a CPU/gloo behaviour (requires: cpu)"
+    missing = [name for name in scenario.needs if not _installed(name)]
+    if missing:
+        return f"{scenario.name} needs {', '.join(missing)}, not installed here (tools/megatron-gpu-setup.sh on a GPU machine)"
     if device == "cuda":
         import torch
 
         if torch.cuda.device_count() < scenario.world_size:
             return f"{scenario.name} needs {scenario.world_size} GPUs, this machine has {torch.cuda.device_count()}"
     return None
+
+
+def _installed(distribution: str) -> bool:
+    """Whether a package is installed (its metadata is found; nothing of it is imported)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        version(distribution)
+    except PackageNotFoundError:
+        return False
+    return True
 
 
 def slot_file(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
@@ -164,6 +178,8 @@ def run_scenario(
             record_property(f"verdict.{verdict['name']}", verdict["message"])
         record_property("run_dir", str(outcome.run_dir))
         progress(outcome.summary)
+        if scenario.known_failure is not None and outcome.passed:
+            pytest.xfail(f"known failure, as catalogued: {scenario.known_failure.reason}")
         return outcome
 
     return _run

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from chaos.judge.correlate import EXACT, CorrelateError, Tolerance, correlate, read_losses
 from chaos.judge.timeline import Metrics
-from chaos.schema.expect import Baseline, Expect, Limit
+from chaos.schema.expect import HARNESS_VERDICTS, Baseline, Expect, KnownFailure, Limit
 from runlog import names
 from runlog.layout import RunFolder
 
@@ -50,9 +50,10 @@ def harness_verdicts(events: list[dict[str, Any]], deadline_s: float) -> list[Ve
     """What every run must show whatever its scenario: it ended before its deadline and left nothing behind."""
     killed = any(e["event"] == names.DEADLINE for e in events)
     left = [pid for e in events if e["event"] == names.LEFTOVER for pid in e["pids"]]
+    deadline, reaped = HARNESS_VERDICTS
     return [
-        Verdict("deadline", f"finished within {deadline_s:g} s", "killed at the deadline" if killed else "finished", not killed),
-        Verdict("processes_reaped", "no process of the run left", left or "none", not left),
+        Verdict(deadline, f"finished within {deadline_s:g} s", "killed at the deadline" if killed else "finished", not killed),
+        Verdict(reaped, "no process of the run left", left or "none", not left),
     ]
 
 
@@ -68,6 +69,17 @@ def judge(expect: Expect, metrics: Metrics, baseline_check: BaselineCheck | None
         else:
             verdicts.append(_measured(name, wanted, getattr(metrics, name)))
     return verdicts
+
+
+def known_failure_verdict(known: KnownFailure, verdicts: list[Verdict], output: str) -> Verdict:
+    """Whether the run failed exactly as its known failure says: the named verdicts and no other, with the
+    upstream error's signature in its output."""
+    failed, wanted = sorted(v.name for v in verdicts if not v.passed), sorted(known.verdicts)
+    shows = known.signature is None or known.signature in output
+    expected = f"exactly {', '.join(wanted)} fail"
+    expected += f", the output shows {known.signature!r}" if known.signature else ""
+    observed = f"failed: {', '.join(failed) or 'none'}" + ("" if shows else f"; the output lacks {known.signature!r}")
+    return Verdict("known_failure", f"{expected} ({known.reason})", observed, failed == wanted and shows)
 
 
 def compare_runs(run_dir: str | Path, baseline_dir: str | Path, mode: Literal["exact"] | float) -> BaselineCheck:

@@ -18,7 +18,7 @@ import yaml
 from pydantic import BeforeValidator, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from chaos.schema.base import Strict, show
-from chaos.schema.expect import Expect
+from chaos.schema.expect import HARNESS_VERDICTS, Expect, KnownFailure
 from chaos.schema.faults import Fault
 from chaos.schema.ft_options import FTLauncherOptions
 from chaos.schema.messages import describe, yaml_problem
@@ -78,6 +78,13 @@ class Scenario(Strict):
     """A training command this project did not write, run per rank instead of the trainer (`python` = this interpreter)."""
     step_pattern: str | None = None
     """For `command`: a regex over its output lines with a named group `step` (and optionally `loss`)."""
+    adapter: Literal["megatron"] | None = None
+    """For `command`: read its output with this adapter (chaos/adapters): steps, checkpoints, FT timeouts,
+    faults, rerun decisions and exits become observed events, so every metric applies."""
+    needs: list[Literal["megatron-core", "megatron-bridge", "transformer-engine"]] = Field(default_factory=list)
+    """Packages the run needs; where one is not installed the scenario is skipped with that reason."""
+    known_failure: KnownFailure | None = None
+    """The recovery fails today for a reason outside the harness (expect.py, KnownFailure)."""
     faults: list[Fault] = Field(default_factory=list)
     expect: Expect = Field(default_factory=Expect)
 
@@ -162,9 +169,12 @@ class Scenario(Strict):
 
     def _check_command(self) -> None:
         if self.command is None:
-            if self.step_pattern is not None:
-                raise ValueError("step_pattern: only for a `command` (the trainer writes step events)")
+            for key in ("step_pattern", "adapter"):
+                if getattr(self, key) is not None:
+                    raise ValueError(f"{key}: only for a `command` (the trainer writes its own events)")
             return
+        if self.step_pattern is not None and self.adapter is not None:
+            raise ValueError("adapter: give it or step_pattern, not both (the adapter reads the steps itself)")
         if self.trainer:
             raise ValueError("trainer: a `command` scenario runs its own command; leave trainer overrides out")
         if self.expect.baseline is not None:
@@ -179,8 +189,8 @@ class Scenario(Strict):
                 raise ValueError(f"step_pattern: not a regular expression ({e})") from None
             if "step" not in pattern.groupindex:
                 raise ValueError("step_pattern: needs a named group (?P<step>\\d+)")
-        elif any(f.at_step is not None for f in self.faults):
-            raise ValueError("step_pattern: required when a fault of a `command` fires at_step")
+        elif self.adapter is None and any(f.at_step is not None for f in self.faults):
+            raise ValueError("step_pattern: required when a fault of a `command` fires at_step (or an adapter)")
 
     def last_attempt(self) -> tuple[int | None, str]:
         """The highest attempt the run can reach (None: no bound), and why.
@@ -229,7 +239,7 @@ class Scenario(Strict):
         e, iters = self.expect, cfg.train.train_iters
         if e.completed_steps is not None and self.command is None and e.completed_steps > iters:
             raise ValueError(f"expect.completed_steps: {e.completed_steps} is past train.train_iters ({iters})")
-        if e.resumed_from_step is not None:
+        if e.resumed_from_step is not None and self.command is None:
             interval = cfg.checkpoint.save_interval
             if e.resumed_from_step > 0 and not interval:
                 raise ValueError("expect.resumed_from_step: the trainer saves no checkpoints (set checkpoint.save_interval)")
@@ -241,7 +251,7 @@ class Scenario(Strict):
         last, why = self.last_attempt()
         if e.restarts is not None and e.restarts.min is not None and last is not None and e.restarts.min > last:
             raise ValueError(f"expect.restarts: min {e.restarts.min:g} is past the run's last attempt ({last}: {why})")
-        if e.lost_steps is not None and e.lost_steps.min is not None and e.lost_steps.min > iters:
+        if e.lost_steps is not None and e.lost_steps.min is not None and self.command is None and e.lost_steps.min > iters:
             raise ValueError(f"expect.lost_steps: min {e.lost_steps.min:g} exceeds train.train_iters ({iters})")
         for name in ("time_to_detect_s", "time_to_recover_s"):
             limit = getattr(e, name)
@@ -250,6 +260,10 @@ class Scenario(Strict):
         bounds = (e.goodput.min, e.goodput.max) if e.goodput is not None else ()
         if any(v is not None and not 0 <= v <= 1 for v in bounds):
             raise ValueError("expect.goodput: min and max must lie within [0, 1]")
+        known = self.known_failure
+        for i, name in enumerate(known.verdicts if known else ()):
+            if name not in HARNESS_VERDICTS and getattr(e, name, None) is None:
+                raise ValueError(f"known_failure.verdicts[{i}]: {name!r} is not an expectation this scenario sets")
 
 
 def _yaml_scalar(value: Any) -> str:
