@@ -92,8 +92,9 @@ def child_env(tmp_dir: Path) -> dict[str, str]:
 
 
 def on_device(scenario: Scenario, device: str | None) -> Scenario:
-    """The scenario with its trainer on `device` ('cpu' or 'cuda'; None keeps the recipe's choice)."""
-    if device is None:
+    """The scenario with its trainer on `device` ('cpu' or 'cuda'; None keeps the recipe's choice). A
+    `command` chooses its own device: it is left as it is."""
+    if device is None or scenario.command is not None:
         return scenario
     return scenario.replace(trainer={**scenario.trainer, "dist.device": device})
 

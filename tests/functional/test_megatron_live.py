@@ -67,7 +67,7 @@ def test_megatron_lm_killed_at_its_iteration_resumes_with_the_learned_timeouts(t
     assert "successfully loaded checkpoint" in lines[load["line"] - 1], "`line` is the event's line in launcher.log"
     rejudged = subprocess.run(
         [sys.executable, "-m", "chaos", "judge", str(outcome.run_dir)], cwd=ROOT, capture_output=True, text=True,
-        timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120, env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))},
     )
     assert rejudged.returncode == 0, rejudged.stdout + rejudged.stderr
     again = json.loads((outcome.run_dir / "journal.json").read_text())

@@ -9,6 +9,7 @@ with the reason without a GPU or without the Megatron packages (tools/megatron-g
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -61,15 +62,38 @@ RUN_TIMEOUT_S = 420
 
 @pytest.fixture(scope="module")
 def out(request, tmp_path_factory) -> Path:
+    """One folder per test session, shared by its xdist workers (the runs are made once, see `runs`)."""
     chosen = request.config.getoption("chaos_out", default=None)
-    folder = Path(chosen) / "correlation" if chosen else tmp_path_factory.mktemp("correlation")
+    session = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if chosen:
+        folder = Path(chosen) / "correlation"
+    elif session:
+        folder = tmp_path_factory.getbasetemp().parent / f"megatron-correlation-{session}"
+    else:
+        folder = tmp_path_factory.mktemp("correlation")
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 
 
 @pytest.fixture(scope="module")
 def runs(out: Path) -> dict[str, Path]:
-    """The three real runs, side by side on the one GPU; each folder has output.log and tb/."""
+    """The three real runs, side by side on the one GPU; each folder has output.log and tb/. Made once per
+    session: the first worker to get here runs them under a lock, the others wait and read its outcome."""
+    with open(out / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        outcome = out / "runs.json"
+        if not outcome.exists():
+            outcome.write_text(json.dumps(run_all(out)))
+        failed = json.loads(outcome.read_text())
+    assert not failed, "\n".join(failed)
+    return {name: out / name for name in COMMANDS}
+
+
+COMMANDS = ("mlm", "bridge", "mlm_lr6e-4")
+
+
+def run_all(out: Path) -> list[str]:
+    """Start the runs together and wait for them; what failed, with the end of its log."""
     commands = {
         "mlm": [*LAUNCH, str(ROOT / "drivers/megatron_lm.py"), *MLM, "--lr", "3e-4"],
         "bridge": [*LAUNCH, str(ROOT / "drivers/megatron_bridge.py"), *BRIDGE, f"logger.tensorboard_dir={out / 'bridge' / 'tb'}"],
@@ -94,17 +118,17 @@ def runs(out: Path) -> dict[str, Path]:
         log.close()
         if code != 0:
             failed.append(f"{name} exited {code}: {(out / name / 'output.log').read_text()[-1500:]}")
-    assert not failed, "\n".join(failed)
-    return {name: out / name for name in commands}
+    return failed
 
 
 def correlate(a: Path, b: Path, plot: Path, *options: str) -> dict:
     """`python -m chaos correlate A B --json` as a user runs it (exit 0 agree, 1 diverge), with its picture."""
     result = subprocess.run(
         [sys.executable, "-m", "chaos", "correlate", str(a), str(b), "--json", "--plot", str(plot), *options],
-        cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))},
     )
-    assert result.returncode in (0, 1), result.stderr
+    assert result.returncode in (0, 1) and result.stdout, result.stderr[-3000:]
     data = json.loads(result.stdout)
     assert data["passed"] == (result.returncode == 0)
     return data
