@@ -25,6 +25,7 @@ from chaos.adapters.launcher import classify
 from chaos.adapters.megatron import MegatronLog, Record
 from chaos.adapters.megatron_lines import line_time
 from chaos.supervise.attempts import AttemptTracker
+from chaos.supervise.signals import drain
 from runlog import names
 from runlog.log import EventLog
 from runlog.records import ObservedEvent, Restart
@@ -64,10 +65,7 @@ class AdapterSteps:
 
     def poll(self) -> list[tuple[int, int]]:
         """(attempt, iteration) of each step the adapter read since the last poll."""
-        found = []
-        while not self._found.empty():
-            found.append(self._found.get())
-        return found
+        return drain(self._found)
 
     def close(self) -> None:
         """The end of the run: what the last lines left pending (a save that never finished, an exit)."""

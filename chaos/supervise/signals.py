@@ -73,13 +73,18 @@ class LogSteps:
 
     def poll(self) -> list[tuple[int, int]]:
         """(attempt, step) of each step line since the last poll."""
-        found = []
-        while not self._found.empty():
-            found.append(self._found.get())
-        return found
+        return drain(self._found)
 
     def close(self) -> None:
         self.log.close()
+
+
+def drain(found: queue.SimpleQueue[tuple[int, int]]) -> list[tuple[int, int]]:
+    """What the launch's reader thread put in `found` since the last call (the watch loop takes it)."""
+    items = []
+    while not found.empty():
+        items.append(found.get())
+    return items
 
 
 class StepSource(Protocol):
