@@ -67,18 +67,13 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(venv_params=["--system-site-packages"])
 def gpu(session: nox.Session) -> None:
-    """The GPU suite on the machine's own CUDA torch: every scenario on NCCL, one GPU per rank.
+    """The GPU suite on the machine's own CUDA torch: every scenario on NCCL, one GPU per rank, the Megatron
+    ones where megatron-core / megatron-bridge are installed (each scenario this machine cannot run is
+    skipped with its reason), and tests/gpu.
 
-    Logs, journals, pictures, JUnit XML and summary.md land in chaos-runs/gpu/. Machines without nox run
-    the same two commands by hand (docs/gpu-results.md).
+    Logs, journals, pictures, JUnit XML, summary.md and the Megatron correlation land in chaos-runs/gpu/.
+    tools/gpu-suite.sh is the one command (machines without nox run it by hand: docs/gpu-results.md);
+    `-- -k NAME` passes pytest arguments on.
     """
     session.install("--no-deps", "--no-build-isolation", "-e", ".")
-    session.run(*GPU_PYTEST, *session.posargs)
-
-
-GPU_PYTEST = (
-    # Eight scenarios at a time share the GPUs (the straggler ones take the machine alone: chaos/pytest_plugin.py);
-    # `-- -n 0` runs them one by one.
-    "python", "-m", "pytest", "tests/functional/test_scenarios.py", "tests/gpu", "-n", "8", "-v", "-rA",
-    "--chaos-device=cuda", "--chaos-out=chaos-runs/gpu", "--junitxml=chaos-runs/gpu/junit.xml",
-)
+    session.run("bash", "tools/gpu-suite.sh", "chaos-runs/gpu", "--", *session.posargs, external=True)

@@ -153,6 +153,8 @@ def run_scenario(
             record_property(name, value)
         record_property("run_dir", str(outcome.run_dir))
         progress(outcome.summary)
+        if scenario.known_failure is not None and outcome.passed:
+            pytest.xfail(f"known failure, as catalogued: {scenario.known_failure.reason}")
         return outcome
 
     return _run

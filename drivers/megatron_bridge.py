@@ -29,25 +29,17 @@ from __future__ import annotations
 import argparse
 import importlib.util
 
-from megatron.bridge import recipes
-from megatron.bridge.models.gpt_provider import local_layer_spec
-from megatron.bridge.training.config import (
-    ConfigContainer,
-    FaultToleranceConfig,
-    InProcessRestartConfig,
-    NVRxStragglerDetectionConfig,
-    StragglerDetectionConfig,
-)
-from megatron.bridge.training.gpt_step import forward_step
-from megatron.bridge.training.pretrain import pretrain
-from megatron.bridge.training.utils.omegaconf_utils import process_config_with_overrides
-
+# Every Bridge import is inside the functions: a torch_dist save starts a multiprocessing Manager with the
+# spawn method (megatron.core's get_write_results_queue), and the async writer spawns too; each imports this
+# script again as __mp_main__, which with the imports here at the top cost 25-37 s (all of megatron.bridge)
+# per first save on the lent H200 (2026-12-01).
 OPTIONAL_SECTIONS = {
-    "ft": FaultToleranceConfig,
-    "straggler": StragglerDetectionConfig,
-    "nvrx_straggler": NVRxStragglerDetectionConfig,
-    "inprocess_restart": InProcessRestartConfig,
+    "ft": "FaultToleranceConfig",
+    "straggler": "StragglerDetectionConfig",
+    "nvrx_straggler": "NVRxStragglerDetectionConfig",
+    "inprocess_restart": "InProcessRestartConfig",
 }
+"""Optional ConfigContainer sections, by the name of their class in megatron.bridge.training.config."""
 
 
 def te_available() -> bool:
@@ -55,33 +47,41 @@ def te_available() -> bool:
     return importlib.util.find_spec("transformer_engine") is not None
 
 
-def load_recipe(name: str) -> ConfigContainer:
+def load_recipe(name: str):
     """The ConfigContainer of a recipe exported by megatron.bridge.recipes, called without arguments."""
+    from megatron.bridge import recipes
+
     builder = getattr(recipes, name, None)
     if builder is None:
         raise SystemExit(f"drivers/megatron_bridge.py: megatron.bridge.recipes has no recipe {name!r}")
     return builder()
 
 
-def add_named_sections(cfg: ConfigContainer, overrides: list[str]) -> None:
+def add_named_sections(cfg, overrides: list[str]) -> None:
     """Create each optional section an override names and the recipe left as None."""
+    from megatron.bridge.training import config
+
     for override in overrides:
         section = override.lstrip("+~").split(".", 1)[0]
         if section in OPTIONAL_SECTIONS and getattr(cfg, section) is None:
-            setattr(cfg, section, OPTIONAL_SECTIONS[section]())
+            setattr(cfg, section, getattr(config, OPTIONAL_SECTIONS[section])())
 
 
-def use_local_spec_without_te(cfg: ConfigContainer) -> None:
+def use_local_spec_without_te(cfg) -> None:
     """Bridge's local (non-TE) layer spec and no fused masked softmax where TE is not installed."""
     if te_available():
         return
+    from megatron.bridge.models.gpt_provider import local_layer_spec
+
     cfg.model.transformer_layer_spec = local_layer_spec
     cfg.model.masked_softmax_fusion = False
     print("drivers/megatron_bridge.py: Transformer Engine is not installed: model uses local_layer_spec", flush=True)
 
 
-def build_config(recipe: str, overrides: list[str]) -> ConfigContainer:
+def build_config(recipe: str, overrides: list[str]):
     """The recipe with the TE fallback, the named sections and the overrides applied."""
+    from megatron.bridge.training.utils.omegaconf_utils import process_config_with_overrides
+
     cfg = load_recipe(recipe)
     use_local_spec_without_te(cfg)
     add_named_sections(cfg, overrides)
@@ -93,6 +93,9 @@ def build_config(recipe: str, overrides: list[str]) -> ConfigContainer:
 
 def main() -> None:
     """Parse --recipe and the dotted overrides, then run Bridge's pretraining."""
+    from megatron.bridge.training.gpt_step import forward_step
+    from megatron.bridge.training.pretrain import pretrain
+
     parser = argparse.ArgumentParser(description="Megatron Bridge GPT pretraining from a recipe")
     parser.add_argument("--recipe", default="vanilla_gpt_pretrain_config", help="a megatron.bridge.recipes name")
     args, overrides = parser.parse_known_args()

@@ -37,20 +37,9 @@ from __future__ import annotations
 import importlib.util
 from functools import partial
 
-import torch
-from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
-from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig, MockGPTDataset
-from megatron.core.enums import ModelType
-from megatron.core.models.gpt import GPTModel
-from megatron.core.models.gpt.gpt_layer_specs import (
-    get_gpt_layer_local_spec,
-    get_gpt_layer_with_transformer_engine_spec,
-)
-from megatron.core.rerun_state_machine import get_rerun_state_machine
-from megatron.training import get_args, get_tokenizer, pretrain, print_rank_0
-from megatron.training.argument_utils import pretrain_cfg_container_from_args
-from megatron.training.arguments import core_transformer_config_from_args, parse_and_validate_args
-from megatron.training.utils import get_blend_and_blend_per_split
+# Every Megatron and torch import is inside the functions: megatron.core's first torch_dist save starts a
+# multiprocessing Manager with the spawn method, which imports this script again as __mp_main__; with the
+# imports here at the top, that re-import cost 25-37 s per first save on the lent H200 (2026-12-01).
 
 SPIKY_LOSS_FACTOR = 10  # pretrain_gpt.py's: a loss 10x the largest seen so far is spiky
 
@@ -62,6 +51,12 @@ def te_available() -> bool:
 
 def layer_spec(args, config):
     """TE layer spec where TE is installed and asked for, else Megatron-Core's local spec."""
+    from megatron.core.models.gpt.gpt_layer_specs import (
+        get_gpt_layer_local_spec,
+        get_gpt_layer_with_transformer_engine_spec,
+    )
+    from megatron.training import print_rank_0
+
     if args.transformer_impl == "transformer_engine" and te_available():
         return get_gpt_layer_with_transformer_engine_spec(
             config.num_moe_experts, config.moe_grouped_gemm, config.qk_layernorm
@@ -75,6 +70,10 @@ def layer_spec(args, config):
 
 def model_provider(pre_process=True, post_process=True, config=None, pg_collection=None, vp_stage=None):
     """Build one GPTModel stage from the command-line arguments (pretrain_gpt.py's model provider)."""
+    from megatron.core.models.gpt import GPTModel
+    from megatron.training import get_args
+    from megatron.training.arguments import core_transformer_config_from_args
+
     args = get_args()
     config = config or core_transformer_config_from_args(args)
     return GPTModel(
@@ -95,8 +94,12 @@ def model_provider(pre_process=True, post_process=True, config=None, pg_collecti
     )
 
 
-def loss_func(loss_mask: torch.Tensor, output_tensor: torch.Tensor):
+def loss_func(loss_mask, output_tensor):
     """Summed masked LM loss, its token count, and the rerun state machine's validations."""
+    import torch
+    from megatron.core.rerun_state_machine import get_rerun_state_machine
+    from megatron.training import get_args
+
     args = get_args()
     losses = output_tensor.view(-1).float()
     mask = loss_mask.view(-1).float()
@@ -136,15 +139,19 @@ def get_batch(data_iterator):
     )
 
 
-def forward_step(data_iterator, model: GPTModel):
+def forward_step(data_iterator, model):
     """One micro-batch forward; Megatron's schedule applies the returned loss function."""
     tokens, labels, loss_mask, attention_mask, position_ids = get_batch(data_iterator)
     output_tensor = model(tokens, position_ids, attention_mask, labels=labels, loss_mask=loss_mask)
     return output_tensor, partial(loss_func, loss_mask)
 
 
-def dataset_config(args) -> GPTDatasetConfig:
+def dataset_config(args):
     """megatron.core's GPT dataset config from the command line (blend, split, tokenizer)."""
+    from megatron.core.datasets.gpt_dataset import GPTDatasetConfig
+    from megatron.training import get_tokenizer
+    from megatron.training.utils import get_blend_and_blend_per_split
+
     blend, blend_per_split = get_blend_and_blend_per_split(args)
     return GPTDatasetConfig(
         random_seed=args.seed,
@@ -163,6 +170,10 @@ def dataset_config(args) -> GPTDatasetConfig:
 
 def train_valid_test_datasets_provider(train_val_test_num_samples, vp_stage=None):
     """Train, validation and test datasets: MockGPTDataset with --mock-data, else GPTDataset."""
+    from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
+    from megatron.core.datasets.gpt_dataset import GPTDataset, MockGPTDataset
+    from megatron.training import get_args, print_rank_0
+
     args = get_args()
     dataset_type = MockGPTDataset if args.mock_data else GPTDataset
     print_rank_0("> building train, validation, and test datasets for GPT ...")
@@ -187,6 +198,11 @@ def check_parallelism(args) -> None:
 
 def main() -> None:
     """Parse Megatron-LM's command line and run megatron.training's pretraining loop."""
+    from megatron.core.enums import ModelType
+    from megatron.training import pretrain
+    from megatron.training.argument_utils import pretrain_cfg_container_from_args
+    from megatron.training.arguments import parse_and_validate_args
+
     train_valid_test_datasets_provider.is_distributed = True
     args = parse_and_validate_args(args_defaults={"tokenizer_type": "GPT2BPETokenizer"})
     check_parallelism(args)
@@ -199,5 +215,5 @@ def main() -> None:
     )
 
 
-if __name__ == "__main__":  # Megatron's async checkpoint writer spawns processes that import this module
+if __name__ == "__main__":  # Megatron's spawned processes import this module again (above)
     main()

@@ -30,6 +30,8 @@ class Record:
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
+            if f.metadata.get("written") is False:
+                continue
             if f.metadata.get("flatten"):
                 out.update(value)
             elif value is not None or not f.metadata.get("optional"):
@@ -127,6 +129,20 @@ class ObservedStep(Record):
     step_time: float | None = None
     """Not observed: a command's output line states no step time."""
     observed: bool = True
+
+
+@dataclass(frozen=True)
+class ObservedEvent(Record):
+    """An event an adapter read from a foreign trainer's output (chaos/adapters; docs/events.md, "Foreign
+    trainers"): the supervisor writes it under the adapter's name with the adapter's fields."""
+
+    name: str = field(metadata={"written": False})
+    values: Mapping[str, Any] = field(default_factory=dict, metadata={"flatten": True})
+    observed: bool = True
+
+    @property
+    def event(self) -> str:  # type: ignore[override]
+        return self.name
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """A Megatron-LM or Megatron Bridge run, read from its stdout log and its checkpoint folder.
 
-``MegatronLog`` turns the run's output lines, fed in order (live, as ``chaos.external.LogSteps`` reads a
-``command``'s lines, or all at once afterwards), into ``Record``s: events named and shaped as in
+``MegatronLog`` turns the run's output lines, fed in order (live, as chaos/supervise/foreign.py feeds a
+``command``'s lines for ``adapter: megatron``, or all at once afterwards), into ``Record``s: events named and shaped as in
 docs/events.md, so a Megatron run is judged like ours without writing our events. ``final_losses`` is
 the per-step loss curve the loss correlation compares; ``to_events`` gives full event dicts for the
 timeline. ``read_checkpoint_folder`` reads the folder both frameworks save to.
@@ -29,13 +29,19 @@ Formats, read in megatron-core ``core_v0.19.0`` and Megatron-Bridge ``v0.6.0`` (
   ``ft_integration.maybe_setup_simulated_fault`` print ``FT: Simulating fault: {type}; rank to fail: {r}``
   to stdout and to stderr (one fault, two lines); Megatron-Core's ``setup_fault_injection``
   (``megatron/core/fault_injector.py``) logs ``[ts] FAULT INJECTION: Rank {r} will inject fault {NAME} at
-  {ts}``, the moment NVRx's ``dispatch_fault_injection`` fires it.
+  {ts}``, the moment NVRx's ``dispatch_fault_injection`` fires it; NVRx's ``inject_fault`` then logs
+  ``sending signal=<Signals.NAME: n> to pid=P`` as it sends it.
+- FT (``megatron/training/ft_integration.py``, Bridge's ``fault_tolerance.py``): ``FT: initialized.
+  Timeouts={SectionTimeouts|HeartbeatTimeouts}(...)`` (NVRx's ``__str__``), the timeouts an attempt starts
+  with, after ``FT: loaded timeouts from .../ft_state.json``.
 - launcher: torchelastic's agent as ft_launcher and torchrun print it (``chaos.adapters.launcher.classify``): a
   worker's exit code, ``Worker group FAILED. k/N attempts left; will restart worker group``, NVRx's
   heartbeat and section timeouts.
 - rerun state machine (``megatron/core/rerun_state_machine.py``): ``validate_result`` logs ``Unexpected
   result ... on rank r at iteration #N`` and the diagnoses; ``should_checkpoint_and_exit`` logs the exit it
   chose (16: resume to disambiguate, 17: failed validation) before the trainer's ``sys.exit``.
+- signals: Bridge's ``sig_utils`` handler prints ``Received signal N, initiating graceful stop`` when the
+  signal comes.
 - exits: MLM's ``print_datetime`` / Bridge's ``barrier_and_log``: ``[exiting program after receiving
   SIGTERM.] datetime: ...``, ``[exiting program at iteration N]``, ``[exiting program after M minutes]``,
   ``[Exiting program due to straggler detection.]`` (Bridge), ``[after training is done]``, and
@@ -51,6 +57,7 @@ from __future__ import annotations
 
 import math
 import re
+import signal
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -114,6 +121,8 @@ class MegatronLog:
         self._report: _Report | None = None
         self._faults: set[tuple[int, str, int | None]] = set()
         self._planned: Record | None = None
+        self._signalled: int | None = None
+        """The attempt in which Bridge printed that a signal came (its exit line then repeats no signal)."""
 
     def feed(self, line: str) -> list[Record]:
         """The records this line completes (often none)."""
@@ -122,7 +131,7 @@ class MegatronLog:
         if wall is not None:
             self.last_wall = wall
         launcher = classify(line)
-        out = self._fire_planned(wall, launcher is not None) + self._straggler(line, wall)
+        out = self._fire_planned(wall) + self._straggler(line, wall)
         if launcher is not None:
             out += self._launcher(launcher, wall)
         else:
@@ -131,7 +140,8 @@ class MegatronLog:
 
     def close(self) -> list[Record]:
         """What the end of the log completes: a report, a save that never finished, an announced exit."""
-        out = self._fire_planned(None, True) + self._flush_report()
+        self._planned = None  # announced, but no line came at or after its time: it never fired
+        out = self._flush_report()
         if self._saving is not None:
             out.append(self._saving)
             self._saving = None
@@ -155,7 +165,7 @@ class MegatronLog:
         m = lines.ITERATION.search(line)
         if m:
             return [self._step(m, wall)]
-        for parse in (self._checkpoint, self._fault, self._rerun, self._mark):
+        for parse in (self._checkpoint, self._fault, self._rerun, self._mark, self._ft):
             records = parse(line, wall)
             if records is not None:
                 return records
@@ -209,6 +219,10 @@ class MegatronLog:
         return self._record("checkpoint_save_begin", wall, iteration=iteration, path=path, **{"async": is_async})
 
     def _fault(self, line: str, wall: float | None) -> list[Record] | None:
+        if lines.INJECTED.search(line):  # NVRx's inject_fault sends the announced signal now
+            planned, self._planned = self._planned, None
+            return [] if planned is None else [replace(
+                planned, line=self.line_no, wall=wall, fields={**planned.fields, "iteration": self.last_step})]
         m = lines.SIMULATED.search(line) or lines.INJECTOR.search(line)
         if m is None:
             return None
@@ -218,19 +232,23 @@ class MegatronLog:
             return []
         self._faults.add(key)
         if m.re is lines.INJECTOR:  # announced ahead: it fires at the stated time, after the steps before that
-            out = self._fire_planned(None, True)
             self._planned = self._record("fault_injected", lines.parse_time(m["at"]), fault=fault, target_rank=rank)
-            return out
+            return []
         return [self._record("fault_injected", wall, fault=fault, target_rank=rank, iteration=self.last_step)]
 
-    def _fire_planned(self, wall: float | None, now: bool) -> list[Record]:
-        """The announced fault, once a line is stamped at or after its time (or ``now``): its iteration is
-        the last step before it."""
+    def _fire_planned(self, wall: float | None) -> list[Record]:
+        """The announced fault, stamped at its time once a line states that time or later (where no line
+        of NVRx's ``inject_fault`` said it fired): its iteration is the last step before it."""
         planned = self._planned
-        if planned is None or not (now or (wall is not None and wall >= planned.wall)):
+        if planned is None or wall is None or wall < planned.wall:
             return []
         self._planned = None
         return [replace(planned, line=self.line_no, fields={**planned.fields, "iteration": self.last_step})]
+
+    def _ft(self, line: str, wall: float | None) -> list[Record] | None:
+        """The FT timeouts an attempt starts with (MLM's and Bridge's ``FT: initialized. Timeouts=...``)."""
+        m = lines.FT_TIMEOUTS.search(line)
+        return None if m is None else [self._record("ft_timeouts", wall, **lines.ft_timeouts(m["kind"], m["body"]))]
 
     def _rerun(self, line: str, wall: float | None) -> list[Record] | None:
         if m := lines.RERUN_FLAG.search(line):
@@ -251,6 +269,10 @@ class MegatronLog:
         return None
 
     def _mark(self, line: str, wall: float | None) -> list[Record] | None:
+        if m := lines.SIGNAL_SEEN.search(line):
+            self._signalled = self.attempt
+            name = signal.Signals(int(m["signum"])).name
+            return [self._record("signal_received", wall, signal=name, iteration=self.last_step)]
         m = lines.MARK.search(line)
         if m is None:
             return None
@@ -260,8 +282,9 @@ class MegatronLog:
         if what == "after training is done":
             return self._announce_exit(at, reason="completed")
         if what == "exiting program after receiving SIGTERM.":
-            received = self._record("signal_received", at, signal="SIGTERM", iteration=self.last_step)
-            return [received, *self._announce_exit(at, reason="signal")]
+            seen = self._signalled == self.attempt  # Bridge said so when the signal came
+            received = [] if seen else [self._record("signal_received", at, signal="SIGTERM", iteration=self.last_step)]
+            return [*received, *self._announce_exit(at, reason="signal")]
         if what.startswith("exiting program at iteration"):
             return self._announce_exit(at, reason="exit_interval")
         if what.startswith("exiting program after"):

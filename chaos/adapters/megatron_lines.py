@@ -12,6 +12,8 @@ from datetime import datetime
 
 STAMP = r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d+)?"
 BRACKET_TIME = re.compile(rf"\[({STAMP})\]")
+LEADING_TIME = re.compile(rf"^({STAMP}) \[")
+"""ft_launcher 0.7's logging format: ``2026-12-01 10:12:30,401 [INFO] [host] ...``."""
 ITERATION = re.compile(r"\biteration\s+(?P<iteration>\d+)\s*/\s*(?P<train_iters>\d+)\s*\|(?P<fields>.*)")
 SAVE_BEGIN = re.compile(r"saving checkpoint at iteration\s+(?P<iteration>\d+) to (?P<path>.+?) in (?P<format>\S+) format")
 SAVE_ASYNC = re.compile(r"scheduled an async checkpoint save at iteration\s+(?P<iteration>\d+) to (?P<path>\S+)")
@@ -20,6 +22,12 @@ LOAD_BEGIN = re.compile(r"loading (?:distributed )?checkpoint from (?P<path>\S+)
 LOAD_END = re.compile(r"successfully loaded checkpoint from (?P<path>\S+) .*?at iteration (?P<iteration>\d+)")
 SIMULATED = re.compile(r"FT: Simulating fault: (?P<fault>\w+); rank to fail: (?P<rank>\d+)")
 INJECTOR = re.compile(rf"FAULT INJECTION: Rank (?P<rank>\d+) will inject fault (?P<fault>\w+) at (?P<at>{STAMP})")
+INJECTED = re.compile(r"inject_fault:sending signal=<Signals\.(?P<signal>\w+): \d+> to pid=\d+")
+SIGNAL_SEEN = re.compile(r"Received signal (?P<signum>\d+), initiating graceful stop")
+FT_TIMEOUTS = re.compile(r"FT: initialized\. Timeouts=(?P<kind>SectionTimeouts|HeartbeatTimeouts)\((?P<body>.*)\)\s*$")
+FT_VALUE = re.compile(r"(?P<name>\w+)=(?P<value>-?[\d.]+|None)")
+FT_SECTIONS = re.compile(r"sections=\[(?P<sections>[^\]]*)\]")
+FT_CALCULATED = re.compile(r"calculated_sections=(?P<set>set\(\)|\{[^}]*\})|is_out_of_section_calculated=True|were_calculated=True")
 MARK = re.compile(rf"\[(?P<what>[^\]]+)\] datetime: (?P<at>{STAMP})")
 RERUN_FLAG = re.compile(
     r"Unexpected result (?P<value>\S+) on rank (?P<rank>\d+) at iteration #(?P<iteration>\d+) "
@@ -59,10 +67,24 @@ STEP_FIELDS = {
 
 
 def line_time(line: str) -> float | None:
-    """The time a line states in brackets (``[2025-05-09 06:11:17]``, ``[... .123456]``, the launcher's
-    ``[2026-12-01 09:35:27,496]``), as epoch seconds."""
-    m = BRACKET_TIME.search(line)
+    """The time a line states in brackets (``[2025-05-09 06:11:17]``, ``[... .123456]``, ft_launcher 0.4's
+    ``[2026-12-01 09:35:27,496]``) or at its start (ft_launcher 0.7's ``2026-12-01 10:12:30,401 [INFO]``),
+    as epoch seconds."""
+    m = BRACKET_TIME.search(line) or LEADING_TIME.search(line)
     return None if m is None else parse_time(m[1])
+
+
+def ft_timeouts(kind: str, body: str) -> dict[str, object]:
+    """NVRx's ``SectionTimeouts(...)`` / ``HeartbeatTimeouts(...)`` as printed (their ``__str__``): the
+    ``ft_timeouts`` fields, ``calculated`` when any timeout was learned rather than configured."""
+    values = {m["name"]: None if m["value"] == "None" else float(m["value"]) for m in FT_VALUE.finditer(body)}
+    calculated = any(m["set"] != "set()" for m in FT_CALCULATED.finditer(body))
+    if kind == "HeartbeatTimeouts":
+        return {"heartbeat": {k: values.get(k) for k in ("initial", "subsequent")}, "sections": {}, "calculated": calculated}
+    listed = FT_SECTIONS.search(body)
+    sections = {m["name"]: None if m["value"] == "None" else float(m["value"])
+                for m in FT_VALUE.finditer(listed["sections"] if listed else "")}
+    return {"heartbeat": {}, "sections": {**sections, "out_of_section": values.get("out_of_section")}, "calculated": calculated}
 
 
 def parse_time(stamp: str) -> float:

@@ -169,7 +169,7 @@ def plot_timeline(
         if ax.get_legend_handles_labels()[0]:
             ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     title = name or Path(run_dir).name
-    colour = {"passed": "green", "failed": "red"}.get(status or "", "black")
+    colour = {"passed": "green", "failed": "red", "known failure": "darkorange"}.get(status or "", "black")
     fig.suptitle(f"{title}: {status.upper()}" if status else title, color=colour, fontsize=14, weight="bold")
     out = Path(out_png)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -116,6 +116,8 @@ class Metrics:
     """Per launch, rank 0's last exit code (16/17: the rerun state machine); None in a launch it wrote none."""
     rerun_diagnosis: str | None = None
     """The last diagnosis of the rerun state machine's `rerun` events."""
+    learned_timeouts_used: bool | None = None
+    """Whether the last attempt's first `ft_timeouts` says calculated (None: no attempt reported its timeouts)."""
     world_size_after: int | None = None
     """The world size the ranks of the last restart round started with."""
     nodes_after: list[str] | None = None
@@ -175,6 +177,7 @@ def compute_metrics(events: Iterable[Event]) -> Metrics:
         inprocess_restarts=max((e["inprocess_iteration"] for e in ordered if _on_rank0(e, names.INPROCESS_START)), default=None),
         trainer_exit_codes=_trainer_exit_codes(ordered),
         rerun_diagnosis=next((e["diagnosis"] for e in reversed(ordered) if e["event"] == names.RERUN and e.get("diagnosis")), None),
+        learned_timeouts_used=_learned_timeouts_used(ordered),
         **_straggler_metrics(ordered),
         **_last_round(ordered),
         time_to_detect_last_s=_detect_last(ordered),
@@ -194,6 +197,15 @@ def _last_round(events: list[Event]) -> dict[str, Any]:
     final = [e for e in starts if e["attempt"] == last]
     nodes = sorted({e["node"] for e in final if "node" in e})
     return {"world_size_after": final[0].get("world_size"), "nodes_after": nodes or None}
+
+
+def _learned_timeouts_used(events: list[Event]) -> bool | None:
+    """The FT timeouts the last attempt started with were calculated: learned and loaded from ft_state.json."""
+    reports = [e for e in events if _on_rank0(e, names.FT_TIMEOUTS)]
+    if not reports:
+        return None
+    last = max(e["attempt"] for e in reports)
+    return bool(next(e for e in reports if e["attempt"] == last).get("calculated"))
 
 
 def _steps_during_async_saves(events: list[Event]) -> int:

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from chaos.judge.correlate import EXACT, CorrelateError, Tolerance, correlate, read_losses
 from chaos.judge.timeline import Metrics
-from chaos.schema.expect import HARNESS_FIELDS, Baseline, Expect, Limit
+from chaos.schema.expect import HARNESS_FIELDS, HARNESS_VERDICTS, Baseline, Expect, KnownFailure, Limit
 from runlog import names, pitfalls
 from runlog.layout import RunFolder
 
@@ -59,14 +59,15 @@ def harness_verdicts(events: list[dict[str, Any]], deadline_s: float, expect: Ex
     missed = [f"{e['fault_id']} {e['fault']}: {e['reason']}" for e in events if e["event"] == names.FAULT_MISSED]
     wanted = sorted(set(expect.pitfalls or ()))
     seen = sorted({e["name"] for e in events if e["event"] == names.PITFALL})
-    on_time = Verdict("deadline", f"finished within {deadline_s:g} s", "killed at the deadline" if killed else "finished", not killed)
+    deadline, reaped, found, pitfall = HARNESS_VERDICTS
+    on_time = Verdict(deadline, f"finished within {deadline_s:g} s", "killed at the deadline" if killed else "finished", not killed)
     if expect.killed_at_deadline:
-        on_time = Verdict("deadline", f"killed at the deadline ({deadline_s:g} s)", on_time.observed, killed)
+        on_time = Verdict(deadline, f"killed at the deadline ({deadline_s:g} s)", on_time.observed, killed)
     return [
         on_time,
-        Verdict("processes_reaped", "no process of the run left", left or "none", not left),
-        Verdict("faults_found_targets", "every fault struck a real target", "; ".join(missed) or "all did", not missed),
-        Verdict("pitfalls", ", ".join(wanted) or "none", _pitfalls(seen), wanted == seen),
+        Verdict(reaped, "no process of the run left", left or "none", not left),
+        Verdict(found, "every fault struck a real target", "; ".join(missed) or "all did", not missed),
+        Verdict(pitfall, ", ".join(wanted) or "none", _pitfalls(seen), wanted == seen),
     ]
 
 
@@ -87,6 +88,17 @@ def judge(expect: Expect, metrics: Metrics, baseline_check: BaselineCheck | None
         else:
             verdicts.append(_measured(name, wanted, getattr(metrics, name)))
     return verdicts
+
+
+def known_failure_verdict(known: KnownFailure, verdicts: list[Verdict], output: str) -> Verdict:
+    """Whether the run failed exactly as its known failure says: the named verdicts and no other, with the
+    upstream error's signature in its output."""
+    failed, wanted = sorted(v.name for v in verdicts if not v.passed), sorted(known.verdicts)
+    shows = known.signature is None or known.signature in output
+    expected = f"exactly {', '.join(wanted)} fail"
+    expected += f", the output shows {known.signature!r}" if known.signature else ""
+    observed = f"failed: {', '.join(failed) or 'none'}" + ("" if shows else f"; the output lacks {known.signature!r}")
+    return Verdict("known_failure", f"{expected} ({known.reason})", observed, failed == wanted and shows)
 
 
 def compare_runs(run_dir: str | Path, baseline_dir: str | Path, mode: Literal["exact"] | float) -> BaselineCheck:

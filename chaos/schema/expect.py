@@ -104,6 +104,9 @@ class Expect(Strict):
     """Times NVRx's in-process Wrapper re-entered the training function."""
     trainer_exit_codes: list[int] | None = None
     """Per launch, the trainer's own exit code (rank 0's last `exit`); the launcher's differs (torchrun: 1)."""
+    learned_timeouts_used: bool | None = None
+    """The last attempt started with FT timeouts calculated from earlier attempts (ft_state.json), as its
+    first `ft_timeouts` event says."""
     rerun_diagnosis: str | None = None
     """The rerun state machine's last diagnosis (transient_error, persistent_error, correct_result, ...)."""
     world_size_after: int | None = Field(default=None, ge=1)
@@ -132,3 +135,20 @@ class Expect(Strict):
         if isinstance(data, dict) and "exit_code" not in data and "trainer_exit_codes" not in data:
             return {**data, "exit_code": 0}
         return data
+
+
+HARNESS_VERDICTS = ("deadline", "processes_reaped", "faults_found_targets", "pitfalls")
+"""The verdicts every run gets whatever its expectations (chaos/judge/verdicts.py)."""
+
+
+class KnownFailure(Strict):
+    """A recovery that fails today for a reason outside the harness (an upstream bug, named in `reason`).
+
+    The run is judged as usual; it is a known failure when exactly `verdicts` fail and the run's output
+    contains `signature` (the upstream error as it prints). Anything else is a failure: those verdicts
+    passing (fixed upstream), others failing, or another error, so a change of behaviour shows red.
+    """
+
+    reason: str = Field(min_length=1)
+    verdicts: list[str] = Field(min_length=1)
+    signature: str | None = Field(default=None, min_length=1)

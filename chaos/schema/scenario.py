@@ -28,7 +28,7 @@ from pydantic import (
 from chaos.errors import BadInput
 from chaos.schema import command as cmd
 from chaos.schema.base import Strict, rules_broken, show
-from chaos.schema.expect import Expect
+from chaos.schema.expect import HARNESS_VERDICTS, Expect, KnownFailure
 from chaos.schema.faults import Fault, SlurmRequeue
 from chaos.schema.ft_options import FTLauncherOptions
 from chaos.schema.plan import PlannedFault, Side
@@ -104,6 +104,13 @@ class Scenario(Strict):
     """A training command this project did not write, run per rank instead of the trainer (`python` = this interpreter)."""
     step_pattern: str | None = None
     """For `command`: a regex over its output lines with a named group `step` (and optionally `loss`)."""
+    adapter: Literal["megatron"] | None = None
+    """For `command`: read its output with this adapter (chaos/adapters): steps, checkpoints, FT timeouts,
+    faults, rerun decisions and exits become observed events, so every metric applies."""
+    needs: list[Literal["megatron-core", "megatron-bridge", "transformer-engine"]] = Field(default_factory=list)
+    """Packages the run needs; where one is not installed the scenario is skipped with that reason."""
+    known_failure: KnownFailure | None = None
+    """The recovery fails today for a reason outside the harness (expect.py, KnownFailure)."""
     faults: list[Fault] = Field(default_factory=list)
     expect: Expect = Field(default_factory=Expect)
 
@@ -223,9 +230,12 @@ class Scenario(Strict):
 
     def _check_command(self) -> Iterator[str]:
         if self.command is None:
-            if self.step_pattern is not None:
-                yield "step_pattern: only for a `command` (the trainer writes step events)"
+            for key in ("step_pattern", "adapter"):
+                if getattr(self, key) is not None:
+                    yield f"{key}: only for a `command` (the trainer writes its own events)"
             return
+        if self.step_pattern is not None and self.adapter is not None:
+            yield "adapter: give it or step_pattern, not both (the adapter reads the steps itself)"
         if self.trainer:
             yield "trainer: a `command` scenario runs its own command; leave trainer overrides out"
         if self.expect.baseline is not None:
@@ -242,17 +252,17 @@ class Scenario(Strict):
                 return
             if "step" not in pattern.groupindex:
                 yield "step_pattern: needs a named group (?P<step>\\d+)"
-        elif any(f.at_step is not None for f in self.faults):
-            yield "step_pattern: required when a fault of a `command` fires at_step"
+        elif self.adapter is None and any(f.at_step is not None for f in self.faults):
+            yield "step_pattern: required when a fault of a `command` fires at_step (or an adapter)"
         yield from self._check_command_expect()
 
     def _check_command_expect(self) -> Iterator[str]:
-        """What a command's steps can show: they come from its output lines, so they need step_pattern, and
+        """What a command's steps can show: they come from its output lines (step_pattern, or an adapter), and
         none is past the last step the scenario expects it to reach."""
         e, steps = self.expect, ("completed_steps", "resumed_from_step", "lost_steps")
         named = [name for name in steps if getattr(e, name) is not None]
-        if named and self.step_pattern is None:
-            yield f"expect.{named[0]}: a `command`'s steps are read from its output; set step_pattern"
+        if named and self.step_pattern is None and self.adapter is None:
+            yield f"expect.{named[0]}: a `command`'s steps are read from its output; set step_pattern (or an adapter)"
         if e.completed_steps is None:
             return
         if e.resumed_from_step is not None and e.resumed_from_step > e.completed_steps:
@@ -331,6 +341,10 @@ class Scenario(Strict):
         bounds = (e.goodput.min, e.goodput.max) if e.goodput is not None else ()
         if any(v is not None and not 0 <= v <= 1 for v in bounds):
             yield "expect.goodput: min and max must lie within [0, 1]"
+        known = self.known_failure
+        for i, name in enumerate(known.verdicts if known else ()):
+            if name not in HARNESS_VERDICTS and getattr(e, name, None) is None:
+                yield f"known_failure.verdicts[{i}]: {name!r} is not an expectation this scenario sets"
 
 
     def _save_step_problems(self, where: str, step: int, local: bool) -> Iterator[str]:

@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import Callable
 from functools import partial
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from chaos.schema.command import ft_cfg, ft_section, rank_argv
 from chaos.schema.plan import PlannedFault, arming, write_plan
 from chaos.schema.scenario import Scenario, plan_faults
 from chaos.supervise.attempts import AttemptTracker
+from chaos.supervise.foreign import AdapterSteps
 from chaos.supervise.launch import Launch, LaunchResult, LaunchSpec
 from chaos.supervise.nodes import gpu_blocks, run_nodes, visible_gpus
 from chaos.supervise.ports import reserve_ports, sweep_claims
@@ -50,6 +52,9 @@ def unrunnable(scenario: Scenario, device: str | None) -> str | None:
     or None. The CLI refuses such a run before launching anything; the pytest plugin skips it."""
     if scenario.requires == "slurm":
         return f"{scenario.name} runs as a Slurm job (requires: slurm): nox -s slurm, or python -m chaos run --slurm {scenario.name}"
+    missing = [name for name in scenario.needs if not installed(name)]
+    if missing:
+        return f"{scenario.name} needs {', '.join(missing)}, not installed here (tools/megatron-gpu-setup.sh on a GPU machine)"
     on_cuda = device == "cuda" if device is not None else wants_cuda(scenario.config.dist)
     if scenario.requires == "gpu" and not on_cuda:
         return f"{scenario.name} needs CUDA GPUs (requires: gpu): run it with nox -s gpu on a GPU machine"
@@ -61,6 +66,15 @@ def unrunnable(scenario: Scenario, device: str | None) -> str | None:
         if torch.cuda.device_count() < scenario.world_size:
             return f"{scenario.name} needs {scenario.world_size} GPUs, this machine has {torch.cuda.device_count()}"
     return None
+
+
+def installed(distribution: str) -> bool:
+    """Whether a package is installed (its metadata is found; nothing of it is imported)."""
+    try:
+        version(distribution)
+    except PackageNotFoundError:
+        return False
+    return True
 
 
 def launcher_command(scenario: Scenario, run_dir: Path, port: int, overrides: list[str]) -> list[str]:
@@ -126,8 +140,9 @@ def child_env(tmp_dir: Path) -> dict[str, str]:
 
 
 def on_device(scenario: Scenario, device: str | None) -> Scenario:
-    """The scenario with its trainer on `device` ('cpu' or 'cuda'; None keeps the recipe's choice)."""
-    if device is None:
+    """The scenario with its trainer on `device` ('cpu' or 'cuda'; None keeps the recipe's choice). A
+    `command` chooses its own device: it is left as it is."""
+    if device is None or scenario.command is not None:
         return scenario
     return scenario.replace(trainer={**scenario.trainer, "dist.device": device})
 
@@ -153,7 +168,7 @@ def execute(scenario: Scenario, run_dir: Path, seed: int, progress: Callable[[st
     attempts = AttemptTracker()
     events = EventLog(run_dir, "launcher", rank=-1, attempt=attempts.launcher)
     view = ProgressView(run_dir, progress) if progress else None
-    steps = LogSteps(run_dir, scenario.step_pattern, attempts) if scenario.step_pattern else EventSteps(run_dir)
+    steps = observed_steps(scenario, run_dir, attempts)
     external = ExternalFaults(plan, events, attempts, run_dir.name, steps, scenario.world_size)
 
     def tick() -> None:
@@ -185,14 +200,27 @@ def execute(scenario: Scenario, run_dir: Path, seed: int, progress: Callable[[st
         shutil.rmtree(tmp_dir, ignore_errors=True)
         watchdog.close()
         external.close()
-        if isinstance(steps, LogSteps):
+        if isinstance(steps, LogSteps | AdapterSteps):
             steps.close()
         events.close()
 
 
+Steps = EventSteps | LogSteps | AdapterSteps
+
+
+def observed_steps(scenario: Scenario, run_dir: Path, attempts: AttemptTracker) -> Steps:
+    """Where the run's steps are seen: the trainer's events, a command's `step_pattern` lines, or what the
+    scenario's `adapter` reads in the command's output (it writes every record it reads as an event)."""
+    if scenario.adapter is not None:
+        return AdapterSteps(run_dir, scenario.adapter, attempts)
+    if scenario.step_pattern is not None:
+        return LogSteps(run_dir, scenario.step_pattern, attempts)
+    return EventSteps(run_dir)
+
+
 def _launch(
     scenario: Scenario, run_dir: Path, overrides: list[str], plan: list[PlannedFault], events: EventLog,
-    attempts: AttemptTracker, tick: Callable[[], None], steps: EventSteps | LogSteps, env: dict[str, str],
+    attempts: AttemptTracker, tick: Callable[[], None], steps: Steps, env: dict[str, str],
     deadline_s: float, env_overrides: dict[str, str],
 ) -> LaunchResult:
     """One launch of the job: its agents (one per node) in one c10d rendezvous on reserved loopback ports."""
@@ -205,7 +233,7 @@ def _launch(
             run_dir=run_dir, deadline_s=deadline_s, run_id=run_dir.name, cwd=PROJECT_ROOT, nodes=scenario.nodes,
             gpu_blocks=tuple(gpu_blocks(visible_gpus(), scenario.node_size)) if on_gpus else (),
         )
-        launch = Launch(spec, events, attempts, on_line=steps.line if isinstance(steps, LogSteps) else None)
+        launch = Launch(spec, events, attempts, on_line=steps.line if isinstance(steps, LogSteps | AdapterSteps) else None)
         if scenario.nodes > 1:
             return run_nodes(launch, plan, scenario.spares, scenario.world_size, tick)
         launch.on_tick = tick

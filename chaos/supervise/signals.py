@@ -9,7 +9,7 @@ cycles). Nothing here needs the job's cooperation, so it works on any training c
 - steps are observed from the trainer's ``step`` events, or, for a ``command`` that writes none, from
   its output lines matched by the scenario's ``step_pattern`` (the launch's reader hands them over in
   order; each match is also written as a ``step`` event, with ``observed: true``, so the timeline metrics
-  apply to any trainer);
+  apply to any trainer), or read by the scenario's ``adapter`` (chaos/supervise/foreign.py);
 - what each kind sends, and when it follows up, is its class's (chaos/supervise/faults.py).
 
 The faults are driven by ``tick()``, which the launch's watch loop calls every 0.1 s, and every signal is
@@ -32,6 +32,7 @@ import re
 import signal
 import time
 from pathlib import Path
+from typing import Protocol
 
 from chaos.schema.plan import PlannedFault
 from chaos.supervise.attempts import AttemptTracker
@@ -114,13 +115,25 @@ class LogSteps:
 
     def poll(self) -> list[tuple[int, int]]:
         """(attempt, step) of each step line since the last poll."""
-        found = []
-        while not self._found.empty():
-            found.append(self._found.get())
-        return found
+        return drain(self._found)
 
     def close(self) -> None:
         self.log.close()
+
+
+def drain(found: queue.SimpleQueue[tuple[int, int]]) -> list[tuple[int, int]]:
+    """What the launch's reader thread put in `found` since the last call (the watch loop takes it)."""
+    items = []
+    while not found.empty():
+        items.append(found.get())
+    return items
+
+
+class StepSource(Protocol):
+    """Where the runner learns the ranks' steps: their events, a command's lines (``LogSteps``), or a
+    foreign trainer's adapter (chaos/supervise/foreign.py)."""
+
+    def poll(self) -> list[tuple[int, int]]: ...
 
 
 class ExternalFaults:
@@ -128,7 +141,7 @@ class ExternalFaults:
 
     def __init__(
         self, faults: list[PlannedFault], events: EventLog, attempts: AttemptTracker, run_id: str,
-        steps: EventSteps | LogSteps, world_size: int,
+        steps: StepSource, world_size: int,
     ):
         self.events, self.attempts, self.run_id, self.steps = events, attempts, run_id, steps
         self.world_size = world_size

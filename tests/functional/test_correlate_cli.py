@@ -1,6 +1,6 @@
-"""`python -m chaos correlate` as a user runs it: a subprocess on real run folders of our trainer, on
-Megatron logs (tests/data/megatron/README.md says which are real) and on TensorBoard files written by
-torch's SummaryWriter as Megatron writes them. Exit codes 0 agree, 1 diverge, 2 bad input."""
+"""`python -m chaos correlate` as a user runs it: a subprocess on real run folders of our trainer, and on the
+logs and TensorBoard files of real Megatron-LM and Megatron Bridge runs recorded on the lent GPU (and real
+published excerpts; tests/data/megatron/README.md). Exit codes 0 agree, 1 diverge, 2 bad input."""
 
 from __future__ import annotations
 
@@ -80,17 +80,34 @@ def test_a_run_that_stopped_at_step_5_does_not_agree_unless_the_range_says_so(ru
 
 
 def test_megatron_lm_against_bridge_agree_within_bf16_rounding(tmp_path):
-    """The seed's test on seed 2's losses (megatron.md): MLM's and Bridge's line formats, to bf16."""
-    mlm, bridge = DATA / "derived/mlm_seed2_correlation.log", DATA / "derived/bridge_seed2_correlation.log"
+    """Seed 2 for real (recorded on the lent H200): Megatron-LM's and Bridge's logs, both line formats."""
+    mlm, bridge = DATA / "mlm_corr/output.log", DATA / "bridge_corr/output.log"
     result = chaos(mlm, bridge, "--tolerance", "bf16", "--json", "--plot", tmp_path / "c.png", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     data = json.loads(result.stdout)
-    assert data["passed"] and data["compared"] == 5 and data["first_divergence"] is None
+    assert data["passed"] and data["compared"] == 10 and data["first_divergence"] is None
     assert data["tolerance"] == {"name": "bf16", "rtol": 2**-8, "atol": 0.0, "same_bits": False}
-    assert 5e-4 < data["max_rel_diff"] < 2**-8
+    assert 8e-5 < data["max_rel_diff"] < 9e-5, "iteration 2: Megatron-LM prints the mean of iterations 1 and 2"
     assert data["plot"] == str(tmp_path / "c.png") and (tmp_path / "c.png").stat().st_size > 10_000
     exact = json.loads(chaos(mlm, bridge, "--json", cwd=tmp_path).stdout)
-    assert exact["passed"] is False and exact["first_divergence"]["iteration"] == 1
+    assert exact["passed"] is False and exact["first_divergence"] == {"iteration": 2, "a": 10.41909, "b": 10.41821, "missing": None}
+
+
+def test_megatron_lm_against_bridge_from_tensorboard_agree_per_step(tmp_path):
+    """Their TensorBoard files (the step's own loss on both sides) agree to Megatron-LM CI's rtol 1e-5."""
+    result = chaos(DATA / "mlm_corr/tb", DATA / "bridge_corr/tb", "--rtol", "1e-5", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = json.loads(result.stdout)
+    assert data["compared"] == 10 and data["max_rel_diff"] < 5e-6
+
+
+def test_one_changed_learning_rate_diverges_from_iteration_3(tmp_path):
+    """Recorded: Megatron-LM with lr 6e-4 against 3e-4, from TensorBoard and from the logs."""
+    for a, b in ((DATA / "mlm_corr_lr6e-4/tb", DATA / "mlm_corr/tb"),
+                 (DATA / "mlm_corr_lr6e-4/output.log", DATA / "mlm_corr/output.log")):
+        result = chaos(a, b, "--tolerance", "bf16", cwd=tmp_path)
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert "losses diverge (bf16) at iteration 3:" in result.stdout
 
 
 def test_real_megatron_logs_of_two_versions_diverge_at_step_3(tmp_path):
@@ -102,10 +119,7 @@ def test_real_megatron_logs_of_two_versions_diverge_at_step_3(tmp_path):
 
 
 def test_a_run_that_went_nan_does_not_agree(tmp_path):
-    derived = chaos(DATA / "derived/mlm_nan_at_7.log", DATA / "derived/mlm_healthy_10.log", "--tolerance", "bf16",
-                    "--json", cwd=tmp_path)
-    assert derived.returncode == 1
-    assert json.loads(derived.stdout)["first_divergence"] == {"iteration": 7, "a": "nan", "b": 9.8, "missing": None}
+    """Real: Megatron-LLM issue #33, whose iteration 3385 printed no lm loss (a NaN step)."""
     real = DATA / "real/megatron_llm_nan_issue33.log"
     before_nan = tmp_path / "before_nan.log"
     before_nan.write_text("".join(real.read_text().splitlines(keepends=True)[:2]))
@@ -114,27 +128,17 @@ def test_a_run_that_went_nan_does_not_agree(tmp_path):
     assert chaos(real, before_nan, "--steps", "-3384", cwd=tmp_path).returncode == 0
 
 
-def write_tensorboard(folder: Path, losses: dict[int, float]) -> Path:
-    """Event files as Megatron's training_log writes them: add_scalar('lm loss', ...) and its 'vs samples'."""
-    from torch.utils.tensorboard import SummaryWriter
-
-    with SummaryWriter(log_dir=str(folder)) as writer:
-        for i, loss in losses.items():
-            writer.add_scalar("lm loss", loss, i)
-            writer.add_scalar("lm loss vs samples", loss, 32 * i)
-            writer.add_scalar("learning-rate", 3e-4, i)
-    return folder
-
-
 def test_tensorboard_files_against_the_log_of_the_same_run(tmp_path):
-    mlm_log = DATA / "derived/mlm_seed2_correlation.log"
-    losses = {1: 10.42071, 2: 10.4189, 3: 10.34051, 4: 10.21495, 5: 10.10716}
-    tb = write_tensorboard(tmp_path / "tb", losses)
+    """Recorded mlm_corr: its log and its TensorBoard file agree to bf16, but not step for step: the log's
+    iteration 2 is a mean, and the log keeps 7 digits where the event file keeps float32."""
+    mlm_log, tb = DATA / "mlm_corr/output.log", DATA / "mlm_corr/tb"
     bf16 = chaos(tb, mlm_log, "--tolerance", "bf16", cwd=tmp_path)
     assert bf16.returncode == 0, bf16.stdout + bf16.stderr
-    assert "losses agree (bf16) on 5 steps" in bf16.stdout
-    exact = chaos(tb, mlm_log, cwd=tmp_path)
-    assert exact.returncode == 1, "TensorBoard keeps float32, the log 7 digits"
+    assert "losses agree (bf16) on 10 steps" in bf16.stdout
+    tight = chaos(tb, mlm_log, "--rtol", "1e-5", cwd=tmp_path)
+    assert tight.returncode == 1 and "at iteration 2: " in tight.stdout
+    assert chaos(tb, mlm_log, "--rtol", "1e-5", "--steps", "3-", cwd=tmp_path).returncode == 0
+    assert chaos(tb, mlm_log, cwd=tmp_path).returncode == 1, "TensorBoard keeps float32, the log 7 digits"
     (event_file,) = tb.iterdir()
     assert chaos(event_file, tb, cwd=tmp_path).returncode == 0
 
@@ -158,7 +162,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
     (tmp_path / "text").write_text("a log with no training line\n")
     with SummaryWriter(log_dir=str(tmp_path / "tb")) as writer:
         writer.add_scalar("other", 1.0, 1)
-    paths = {"mlm": DATA / "derived/mlm_seed2_correlation.log", "empty": tmp_path / "empty",
+    paths = {"mlm": DATA / "mlm_corr/output.log", "empty": tmp_path / "empty",
              "text": tmp_path / "text", "tb": tmp_path / "tb"}
     assert_bad_input(chaos(*(a.format(**paths) for a in args), cwd=tmp_path), message)
     assert not list(tmp_path.glob("*.png")), "bad input draws nothing"

@@ -66,3 +66,18 @@ def test_runs_sharing_gpus_do_not_wait_for_empty_gpus_unless_the_scenario_says()
     own = load_scenario(SCENARIOS / "rank_killed.yaml")
     own = own.replace(ft={"gpu_memory_reclaim_timeout": 20.0})
     assert sharing_gpus(own).ft.gpu_memory_reclaim_timeout == 20.0
+
+
+@pytest.mark.parametrize("path", sorted(SCENARIOS.glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_scenario_is_one_a_packed_gpu_session_can_run(path: Path) -> None:
+    """What `nox -s gpu` makes of each file (its trainer on cuda, packed runs' GPU wait off) is a valid
+    scenario; a `command`, which chooses its own device, keeps its argv and has no trainer overrides."""
+    from chaos.supervise.runner import on_device
+
+    scenario = load_scenario(path)
+    packed = sharing_gpus(on_device(scenario, "cuda"))
+    assert packed.ft.gpu_memory_reclaim_timeout is not None
+    if scenario.command is None:
+        assert packed.config.dist.device == "cuda"
+    else:
+        assert (packed.command, packed.trainer) == (scenario.command, {})

@@ -131,3 +131,28 @@ def test_a_session_spread_over_xdist_workers_shares_one_machine_slot(project: py
     result.assert_outcomes(passed=1, failed=1)
     summary = (project.path / "runs" / "summary.md").read_text()
     assert "| quick | passed |" in summary and "| wrong | failed |" in summary
+
+
+KNOWN = COMMAND_SCENARIO + """\
+known_failure: {{reason: "upstream bug #1: the third step never comes", verdicts: [completed_steps], signature: "{signature}"}}
+"""
+
+
+def test_packages_a_scenario_needs_and_known_failures_show_their_reasons(project: pytest.Pytester) -> None:
+    """A scenario needing an absent package is skipped saying which; one failing exactly as its known
+    failure says is an expected failure with the reason; one that no longer fails so is a failure."""
+    folder = project.path / "scenarios"
+    (folder / "needs_bridge.yaml").write_text(COMMAND_SCENARIO.format(name="needs_bridge", requires="any", steps=2)
+                                              + "needs: [megatron-bridge]\n")
+    for name, steps, signature in (("known_bug", 3, "step 2"), ("known_fixed", 2, "step 2"), ("other_bug", 3, "Traceback")):
+        (folder / f"{name}.yaml").write_text(KNOWN.format(name=name, requires="any", steps=steps, signature=signature))
+    args = [f"--scenario={n}" for n in ("needs_bridge", "known_bug", "known_fixed", "other_bug")]
+    result = project.runpytest_subprocess("-rsxf", *args, f"--chaos-out={project.path / 'runs'}")
+    result.assert_outcomes(skipped=1, xfailed=1, failed=2)
+    result.stdout.fnmatch_lines([
+        "*needs_bridge needs megatron-bridge, not installed here*",
+        "*known failure, as catalogued: upstream bug #1: the third step never comes*",
+    ])
+    summary = (project.path / "runs" / "summary.md").read_text()
+    assert "| known_bug | known failure |" in summary and "| known_fixed | failed |" in summary
+    assert "| other_bug | failed |" in summary, "the same verdict failing without the upstream error's signature"

@@ -114,10 +114,12 @@ def test_a_named_range_judges_only_its_steps_and_still_its_missing_ones():
 
 
 def test_a_step_that_went_nan_diverges_from_a_finite_one():
-    """Source-derived MLM logs: the same run, except that one printed no lm loss at step 7."""
-    nan_run, healthy = (read_curve(DATA / f"derived/{n}.log").losses for n in ("mlm_nan_at_7", "mlm_healthy_10"))
+    """Real: Megatron-LLM issue #33's log, whose iteration 3385 printed no lm loss, against the same steps
+    with a finite loss at 3385."""
+    nan_run = read_curve(DATA / "real/megatron_llm_nan_issue33.log").losses
+    healthy = {**nan_run, 3385: 0.70}
     result = correlate(nan_run, healthy, BF16)
-    assert result.first_divergence == 7 and math.isnan(result.value_a) and result.divergence.abs_diff == math.inf
+    assert result.first_divergence == 3385 and math.isnan(result.value_a) and result.divergence.abs_diff == math.inf
     assert correlate(nan_run, dict(nan_run), EXACT).passed, "NaN at the same step on both sides agrees"
 
 

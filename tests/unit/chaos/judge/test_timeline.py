@@ -216,3 +216,15 @@ def test_resumed_from_is_the_step_before_the_first_step_without_a_load(event) ->
     ]
     m = compute_metrics(events)
     assert (m.resumed_from_step, m.lost_steps) == (10, 2)
+
+
+def test_learned_timeouts_are_those_the_last_attempt_started_with(event):
+    events = [
+        event("ft_timeouts", 1.0, attempt=0, calculated=False),
+        event("ft_timeouts", 2.0, attempt=0, calculated=True),
+        event("ft_timeouts", 3.0, attempt=1, calculated=True),
+        event("ft_timeouts", 4.0, attempt=1, calculated=False),
+    ]
+    assert compute_metrics(events).learned_timeouts_used is True
+    assert compute_metrics(events[:2]).learned_timeouts_used is False, "attempt 0's first report: configured"
+    assert compute_metrics([event("step", 1.0, iteration=1, loss=1.0)]).learned_timeouts_used is None

@@ -155,3 +155,21 @@ def test_damaged_weights_fail_the_comparison_by_name(tmp_path, baseline):
 def test_verdicts_import_without_torch():
     code = "import sys; sys.modules['torch'] = None; import chaos.judge.verdicts, chaos.judge.report, chaos.judge.correlate"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_a_known_failure_holds_only_for_exactly_its_verdicts_and_its_signature():
+    from chaos.judge.verdicts import Verdict, known_failure_verdict
+    from chaos.schema.expect import KnownFailure
+
+    known = KnownFailure(reason="Megatron-Core bug", verdicts=["exit_code", "completed_steps"], signature="assert len(steps) == 1")
+    failing = [Verdict("exit_code", "== 0", 1, False), Verdict("completed_steps", "== 30", 15, False), Verdict("restarts", "== 1", 1, True)]
+    output = "AssertionError\n    assert len(steps) == 1\n"
+    held = known_failure_verdict(known, failing, output)
+    assert held.passed and held.observed == "failed: completed_steps, exit_code"
+    assert held.expected == ("exactly completed_steps, exit_code fail, the output shows 'assert len(steps) == 1' "
+                             "(Megatron-Core bug)")
+    assert not known_failure_verdict(known, failing, "another error").passed
+    fixed = [dataclasses.replace(v, passed=True) for v in failing]
+    assert known_failure_verdict(known, fixed, output).observed == "failed: none"
+    worse = [*failing, Verdict("processes_reaped", "none", [7], False)]
+    assert not known_failure_verdict(known, worse, output).passed

@@ -70,3 +70,27 @@ def test_a_signal_fault_may_go_to_each_targets_process_group(make_scenario) -> N
     assert fault.process_group is True
     (fault,) = plan_faults(make_scenario(faults=[{"type": "sigkill", "rank": 1, "at_step": 3}]), 0)
     assert fault.process_group is False
+
+
+def test_an_adapter_reads_a_commands_steps_and_names_no_code(make_scenario) -> None:
+    cmd = {"command": ["python", "drivers/megatron_lm.py"], "trainer": {}}
+    s = make_scenario(**cmd, adapter="megatron", faults=[{"type": "sigkill", "rank": 0, "at_step": 2}],
+                      expect={"resumed_from_step": 30, "lost_steps": {"min": 500}})
+    assert s.adapter == "megatron", "the command's own checkpoints, not the trainer config's, bound the resume"
+    with pytest.raises(ScenarioError, match="adapter: give it or step_pattern, not both"):
+        make_scenario(**cmd, adapter="megatron", step_pattern=r"(?P<step>\d+)")
+    with pytest.raises(ScenarioError, match="adapter: only for a `command`"):
+        make_scenario(adapter="megatron")
+    with pytest.raises(ScenarioError, match="adapter: must be 'megatron'"):
+        make_scenario(**cmd, adapter="deepspeed")
+    with pytest.raises(ScenarioError, match="needs\\[0\\]: must be 'megatron-core', 'megatron-bridge' or 'transformer-engine'"):
+        make_scenario(**cmd, adapter="megatron", needs=["apex"])
+
+
+def test_a_known_failure_names_verdicts_the_scenario_has(make_scenario) -> None:
+    known = {"reason": "upstream", "verdicts": ["exit_code", "processes_reaped"], "signature": "assert len(steps) == 1"}
+    assert make_scenario(expect={"exit_code": 0}, known_failure=known).known_failure.verdicts == ["exit_code", "processes_reaped"]
+    with pytest.raises(ScenarioError, match="known_failure.verdicts\\[0\\]: 'exit_code' is not an expectation this scenario sets"):
+        make_scenario(known_failure=known)
+    with pytest.raises(ScenarioError, match="known_failure.verdicts: "):
+        make_scenario(expect={"exit_code": 0}, known_failure={**known, "verdicts": []})
