@@ -269,7 +269,9 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # here, where a reader gone away is caught: not at the interpreter's exit
+        return code
     except (BadInput, RunFolderError) as e:
         problems = e.problems if isinstance(e, BadInput) else (str(e),)
     except BrokenPipeError:  # the reader of our output went away (`chaos list | head`): stop quietly

@@ -69,8 +69,8 @@ HARNESS_FIELDS = ("pitfalls", "killed_at_deadline")
 
 class Expect(Strict):
     """What a recovered run must show. Every field is optional; each given one is a verdict. A scenario that
-    states nothing of how the run ends (neither exit_code nor trainer_exit_codes) expects a clean exit:
-    exit_code 0."""
+    states nothing of how the run ends (neither exit_code, trainer_exit_codes nor killed_at_deadline)
+    expects a clean exit: exit_code 0."""
 
     exit_code: int | None = None
     restarts: Limit | None = None
@@ -132,7 +132,8 @@ class Expect(Strict):
     @model_validator(mode="before")
     @classmethod
     def _clean_exit_by_default(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "exit_code" not in data and "trainer_exit_codes" not in data:
+        stated = ("exit_code", "trainer_exit_codes", "killed_at_deadline")  # each says how the run ends
+        if isinstance(data, dict) and not any(key in data for key in stated):
             return {**data, "exit_code": 0}
         return data
 

@@ -427,7 +427,7 @@ def test_a_huge_scenario_file_is_refused_by_its_size(tmp_path: Path) -> None:
         (("judge", "no-such-folder"), "no-such-folder"),
         (("replay", "no-such-journal.json"), "no-such-journal.json"),
         (("validate", "/dev/zero"), "/dev/zero"),
-        (("slurm", "rank_killed", "--out", "no-such-folder/job.sh"), "no-such-folder/job.sh"),
+        (("slurm", "rank_killed", "--out", "/proc/forbidden"), "/proc/forbidden"),
     ],
     ids=["repeat-0", "seed-not-a-number", "seed-and-repeat", "unknown-command", "no-scenario", "slurm-seed",
          "rtol-not-a-number", "judge-missing", "replay-missing", "validate-endless-file", "slurm-unwritable"],
