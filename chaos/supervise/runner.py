@@ -55,7 +55,7 @@ def unrunnable(scenario: Scenario, device: str | None) -> str | None:
     missing = [name for name in scenario.needs if not installed(name)]
     if missing:
         return f"{scenario.name} needs {', '.join(missing)}, not installed here (tools/megatron-gpu-setup.sh on a GPU machine)"
-    on_cuda = device == "cuda" if device is not None else wants_cuda(scenario.config.dist)
+    on_cuda = device == "cuda" if device is not None else _on_cuda_by_itself(scenario)
     if scenario.requires == "gpu" and not on_cuda:
         return f"{scenario.name} needs CUDA GPUs (requires: gpu): run it with nox -s gpu on a GPU machine"
     if scenario.requires == "cpu" and on_cuda:
@@ -66,6 +66,16 @@ def unrunnable(scenario: Scenario, device: str | None) -> str | None:
         if torch.cuda.device_count() < scenario.world_size:
             return f"{scenario.name} needs {scenario.world_size} GPUs, this machine has {torch.cuda.device_count()}"
     return None
+
+
+def _on_cuda_by_itself(scenario: Scenario) -> bool:
+    """Where a run goes when nobody picks a device: our trainer's config says; a `command` picks its own
+    device, so it runs on CUDA where the machine has it."""
+    if scenario.command is None:
+        return wants_cuda(scenario.config.dist)
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def installed(distribution: str) -> bool:
