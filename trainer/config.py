@@ -49,7 +49,11 @@ class ModelConfig:
     bf16: bool = False
     """Autocast to bfloat16 (GPU recipes)."""
     deterministic_mode: bool = True
-    """Deterministic kernels on GPU (math attention, deterministic cuBLAS), so a resumed run is bit-identical."""
+    """Deterministic kernels on GPU (deterministic cuBLAS and attention backward), so a resumed run is bit-identical."""
+    attention_backend: Literal["auto", "math"] = "auto"
+    """'auto': the fastest attention kernels the determinism setting allows (trainer/model.py
+    attention_backends); 'math': the unfused math kernel always (what deterministic_mode used before; a
+    reference, or a way around a fused kernel that fails on some stack)."""
 
     def __post_init__(self) -> None:
         for key in ("num_layers", "hidden_size", "num_attention_heads", "seq_length", "ffn_hidden_size"):
@@ -145,6 +149,9 @@ class OptimizerConfig:
     adam_eps: float = 1e-8
     clip_grad: float = 1.0
     """0 or less: no clipping."""
+    adam_impl: Literal["auto", "for_loop"] = "auto"
+    """'auto': torch's fused AdamW on GPU (elementwise, no atomics: bit-reproducible run to run), the
+    per-tensor loop on CPU; 'for_loop': the per-tensor loop everywhere (``foreach=False``, as before)."""
 
     def __post_init__(self) -> None:
         """The ranges torch's optimizers refuse at construction, refused here first."""

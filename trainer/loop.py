@@ -25,7 +25,7 @@ from runlog.log import EventLog
 from runlog.records import Step
 from trainer.checkpoint import Checkpointer, atomic_write_text
 from trainer.components import Component, TrainContext
-from trainer.config import SchedulerConfig, TrainerConfig
+from trainer.config import OptimizerConfig, SchedulerConfig, TrainerConfig
 from trainer.config_base import ConfigError
 from trainer.data import Sampler, WorkerBatches, build_corpus
 from trainer.distributed import DistEnv, all_ranks_agree
@@ -62,10 +62,23 @@ class LRSchedule:
 
 
 def use_deterministic_kernels() -> None:
-    """Bit-reproducible CUDA steps: deterministic cuBLAS workspaces and no atomics-based kernels."""
+    """Bit-reproducible CUDA steps: deterministic cuBLAS workspaces and no atomics-based kernels (strict mode:
+    ``warn_only`` would keep flash attention's backward on its atomics).
+
+    Uninitialized memory is not filled: the fill (torch's default in deterministic mode) only makes a kernel
+    that reads memory it never wrote repeatable, costs a write of every fresh tensor, and the step's kernels
+    write what they read (benchmarks/gpu_step.py checks that the steps repeat bit for bit).
+    """
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.use_deterministic_algorithms(True)
+    torch.utils.deterministic.fill_uninitialized_memory = False
     torch.backends.cudnn.benchmark = False
+
+
+def adam_kernel(o: OptimizerConfig, device: torch.device) -> dict[str, bool]:
+    """AdamW's implementation: fused on GPU (one elementwise kernel per step instead of about ten per
+    parameter, no atomics, so steps repeat bit for bit), the per-tensor loop on CPU (its numbers unchanged)."""
+    return {"foreach": False, "fused": o.adam_impl == "auto" and device.type == "cuda"}
 
 
 def weights_digest(model: torch.nn.Module) -> str:
@@ -145,7 +158,7 @@ class Trainer:
             return torch.optim.SGD(self.model.parameters(), lr=o.lr, weight_decay=o.weight_decay)
         return torch.optim.AdamW(
             self.model.parameters(), lr=o.lr, betas=(o.adam_beta1, o.adam_beta2), eps=o.adam_eps,
-            weight_decay=o.weight_decay, foreach=False,
+            weight_decay=o.weight_decay, **adam_kernel(o, self.env.device),
         )
 
     # ------------------------------------------------------------------------------ Checkpointable

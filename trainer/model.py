@@ -16,6 +16,26 @@ from trainer.config import ModelConfig
 from trainer.config_base import ConfigError
 
 ALL_SDPA = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION, SDPBackend.MATH]
+DETERMINISTIC_CUDA_SDPA = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+"""The fused kernels whose backward PyTorch makes deterministic under strict ``use_deterministic_algorithms(True)``
+(attention_backward.cu): flash passes ``deterministic`` to FlashAttention-2's backward (per-split dQ accumulators
+instead of atomics), memory-efficient forces ``num_splits_key = 1``. cuDNN attention is left out: PyTorch refuses it
+in strict mode (sdp_utils.cpp, check_cudnn_deterministic). Math stays as the fallback for shapes they refuse."""
+
+
+def attention_backends(cfg: ModelConfig, device: torch.device) -> list[SDPBackend]:
+    """The SDPA backends a forward on `device` may use; torch picks the fastest of them that fits the shapes.
+
+    Deterministic mode takes the fused kernels only where their backward is deterministic: on CUDA, with torch's
+    deterministic algorithms on and strict (``warn_only`` keeps flash on its atomics). Elsewhere, math, as before
+    (the CPU path is unchanged bit for bit).
+    """
+    if cfg.attention_backend == "math":
+        return [SDPBackend.MATH]
+    if not cfg.deterministic_mode:
+        return ALL_SDPA
+    strict = torch.are_deterministic_algorithms_enabled() and not torch.is_deterministic_algorithms_warn_only_enabled()
+    return DETERMINISTIC_CUDA_SDPA if device.type == "cuda" and strict else [SDPBackend.MATH]
 
 
 class CausalSelfAttention(nn.Module):
@@ -25,14 +45,13 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(cfg.hidden_size, 3 * cfg.hidden_size)
         self.proj = nn.Linear(cfg.hidden_size, cfg.hidden_size)
         self.dropout = cfg.attention_dropout
-        # Flash/efficient attention backward kernels use atomics (not bit-reproducible): math in deterministic mode.
-        self.backends = [SDPBackend.MATH] if cfg.deterministic_mode else ALL_SDPA
+        self.cfg = cfg
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, c = x.shape
         q, k, v = self.qkv(x).split(c, dim=2)
         q, k, v = (z.view(b, t, self.n_head, c // self.n_head).transpose(1, 2) for z in (q, k, v))
-        with sdpa_kernel(self.backends):
+        with sdpa_kernel(attention_backends(self.cfg, x.device)):
             y = F.scaled_dot_product_attention(
                 q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0
             )

@@ -7,10 +7,11 @@ import math
 
 import pytest
 import torch
+from torch.nn.attention import SDPBackend
 
 from trainer.config import ModelConfig
 from trainer.config_base import ConfigError
-from trainer.model import GPT
+from trainer.model import GPT, attention_backends
 
 TINY = {"num_layers": 1, "hidden_size": 32, "num_attention_heads": 2, "seq_length": 16}
 
@@ -85,3 +86,49 @@ def test_te_whose_libraries_do_not_load_is_a_config_error(monkeypatch: pytest.Mo
     monkeypatch.setattr(builtins, "__import__", broken_te)
     with pytest.raises(ConfigError, match=r"^model.impl=te: Transformer Engine is not usable here \(libcudnn_graph"):
         model(impl="te")
+
+
+# Which attention kernels a forward may use (trainer/model.py attention_backends).
+
+CUDA, CPU = torch.device("cuda"), torch.device("cpu")
+
+
+@pytest.fixture
+def strict_determinism():
+    """torch's deterministic algorithms on (strict) for the test, then back as they were."""
+    before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+    torch.use_deterministic_algorithms(True)
+    yield
+    torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+
+
+def test_deterministic_cuda_attention_is_fused_under_strict_determinism(strict_determinism) -> None:
+    backends = attention_backends(ModelConfig(**TINY), CUDA)
+    assert backends == [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+    assert SDPBackend.CUDNN_ATTENTION not in backends, "PyTorch refuses cuDNN attention in strict mode"
+
+
+def test_deterministic_attention_falls_back_to_math_without_strict_determinism() -> None:
+    cfg = ModelConfig(**TINY)
+    assert attention_backends(cfg, CUDA) == [SDPBackend.MATH], "determinism off: flash's backward uses atomics"
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        assert attention_backends(cfg, CUDA) == [SDPBackend.MATH], "warn_only keeps flash on its atomics"
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
+def test_cpu_attention_stays_math_in_deterministic_mode(strict_determinism) -> None:
+    assert attention_backends(ModelConfig(**TINY), CPU) == [SDPBackend.MATH]
+
+
+def test_nondeterministic_attention_may_use_every_backend() -> None:
+    backends = attention_backends(ModelConfig(**TINY, deterministic_mode=False), CUDA)
+    assert set(backends) == {SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION,
+                             SDPBackend.MATH}
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_attention_backend_math_forces_math(strict_determinism, deterministic: bool) -> None:
+    cfg = ModelConfig(**TINY, deterministic_mode=deterministic, attention_backend="math")
+    assert attention_backends(cfg, CUDA) == [SDPBackend.MATH]

@@ -1,0 +1,58 @@
+"""The GPU step benchmark's arithmetic (FLOPs, MFU, the bit-for-bit comparison) and its plumbing on CPU."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from benchmarks.gpu_step import flops_per_token, mfu, same_run
+
+ROOT = Path(__file__).resolve().parents[3]
+L, H, FFN, V, S = 20, 2048, 8192, 256, 2048
+"""The 1B shape of /work/shared/notes/gpu.md: 1,011,888,128 parameters."""
+
+
+def test_flops_per_token_of_the_1b_shape_by_hand() -> None:
+    dense, attention = flops_per_token(L, H, FFN, V, S)
+    matmul_weights = L * (3 * H * H + H * H + H * FFN + FFN * H) + H * V  # qkv, proj, fc, proj; the LM head
+    assert matmul_weights == 1_007_157_248
+    assert dense == 6 * matmul_weights
+    assert attention == 12 * L * H * S == 1_006_632_960
+
+
+def test_mfu_of_6n_reproduces_the_recorded_1b_figure() -> None:
+    """gpu.md: 1.01B parameters, mbs 8 x seq 2048 in 246 ms is 40.8% of 989 TFLOP/s, counted as 6N."""
+    tokens_per_s = 8 * 2048 / 0.246
+    assert mfu(6 * 1_011_888_128, tokens_per_s) == pytest.approx(0.408, abs=0.002)
+
+
+def run(losses: list[float], weights: list[torch.Tensor]) -> dict:
+    return {"losses": losses, "weights": weights}
+
+
+def test_same_run_needs_every_loss_and_every_weight_bit_for_bit() -> None:
+    w = [torch.ones(3), torch.zeros(2)]
+    assert same_run(run([1.0, 0.5], w), run([1.0, 0.5], [t.clone() for t in w]))
+    assert not same_run(run([1.0, 0.5], w), run([1.0, 0.5000001], w))
+    nudged = [w[0], torch.tensor([0.0, torch.finfo(torch.float32).tiny])]
+    assert not same_run(run([1.0], w), run([1.0], nudged))
+    assert not same_run(run([1.0], w), run([1.0], w[:1]))
+
+
+def test_the_smoke_run_measures_every_mode_and_checks_determinism(tmp_path: Path) -> None:
+    """`python -m benchmarks.gpu_step --smoke`: the real Trainer on CPU, every mode, the JSON and the table."""
+    out = subprocess.run([sys.executable, "-m", "benchmarks.gpu_step", "--smoke", "--out", str(tmp_path)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    results = json.loads((tmp_path / "gpu_step.json").read_text())
+    assert [r["mode"] for r in results["steps"]] == ["nondet", "det", "det-old"]
+    assert all(r["step_ms"] > 0 and r["tokens_per_s"] > 0 for r in results["steps"])
+    assert [r["attention"] for r in results["steps"]] == ["FLASH_ATTENTION", "MATH", "MATH"], "CPU: math when deterministic"
+    assert results["determinism"][0]["bit_identical"] is True
+    assert {r["backend"] for r in results["attention"]} == {"CUDNN_ATTENTION", "FLASH_ATTENTION", "EFFICIENT_ATTENTION", "MATH"}
+    assert "| det-old |" in (tmp_path / "gpu_step.md").read_text()
