@@ -87,6 +87,11 @@ class ExceptionFault(_FaultBase):
     planned = in_rank.ExceptionFault
     message: str = "injected by the chaos plan"
 
+    @model_validator(mode="after")
+    def _one_trigger(self) -> ExceptionFault:
+        _require_at_step(self)  # raised inside the step: a delay fires from a timer thread, which has no step to fail
+        return self
+
 
 def _require_at_step(fault: _FaultBase) -> None:
     if fault.at_step is None or fault.after_s is not None:
@@ -277,6 +282,7 @@ class SlowRank(_FaultBase):
     def _one_amount(self) -> SlowRank:
         if (self.factor is None) == (self.seconds is None):
             raise ValueError("give exactly one slowdown: factor (> 1) or seconds (> 0 per step)")
+        _require_at_step(self)  # the slowdown is armed before a step, in the step's thread
         return self
 
 

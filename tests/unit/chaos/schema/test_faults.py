@@ -94,3 +94,11 @@ def test_a_known_failure_names_verdicts_the_scenario_has(make_scenario) -> None:
         make_scenario(known_failure={**known, "verdicts": ["restarts"]})
     with pytest.raises(ScenarioError, match="known_failure.verdicts: "):
         make_scenario(expect={"exit_code": 0}, known_failure={**known, "verdicts": []})
+
+
+@pytest.mark.parametrize("fault", [{"type": "exception", "rank": 1, "after_s": 3},
+                                   {"type": "slow_rank", "rank": 0, "after_s": 2, "factor": 3}])
+def test_a_fault_that_acts_inside_a_step_is_refused_a_timer(make_scenario, fault) -> None:
+    """They accepted after_s and then raised NotImplementedError in the rank: refused at validation now."""
+    with pytest.raises(ScenarioError, match=f"faults\\[0\\]: {fault['type']} fires at a step: give at_step"):
+        make_scenario(faults=[fault])
