@@ -44,6 +44,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """A wrong --scenario or --scenario-dir is a usage error before collection (pytest prints its one line;
+    raised while collecting, it came with a traceback)."""
+    if config.getoption("chaos_scenarios") or config.getoption("chaos_scenario_dir"):
+        selected_scenarios(config)
+
+
 def _scenario_dir(config: pytest.Config) -> Path:
     chosen = config.getoption("chaos_scenario_dir")
     folder = Path(chosen) if chosen else config.rootpath / "scenarios"

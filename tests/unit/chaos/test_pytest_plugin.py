@@ -45,18 +45,19 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
-# Both errors are raised while tests are collected, so pytest ends the session as interrupted by a
-# collection error (exit 2) rather than as a usage error (exit 4): the message is what the user reads.
+# Both are usage errors before collection (pytest_configure): pytest's own one line, exit 4, no traceback.
 def test_an_unknown_scenario_is_an_error_naming_the_known_ones(project: pytest.Pytester) -> None:
     result = project.runpytest_subprocess("--scenario", "nope", "--collect-only")
-    assert result.ret != pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["*--scenario: unknown nope; known: cpu_only, gpu_only, quick, wrong*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --scenario: unknown nope; known: cpu_only, gpu_only, quick, wrong"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 
 def test_a_scenario_dir_that_is_not_a_folder_is_an_error(project: pytest.Pytester) -> None:
     result = project.runpytest_subprocess("--scenario-dir", "missing", "--collect-only")
-    assert result.ret != pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["*--scenario-dir: missing is not a folder*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --scenario-dir: missing is not a folder"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 
 def test_one_test_per_scenario_file_and_selection_keeps_only_the_named_ones(project: pytest.Pytester) -> None:
