@@ -166,3 +166,10 @@ def test_every_writer_logs_typed_records() -> None:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "emit"
     ]
     assert untyped == []
+
+
+def test_test_modules_have_unique_basenames() -> None:
+    """pytest imports test modules by basename (no packages under tests/): two of one name in one session
+    end it in 'import file mismatch' (CI's `pytest tests/unit tests/gpu` did)."""
+    names = [p.name for p in (ROOT / "tests").rglob("test_*.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
