@@ -141,10 +141,12 @@ class ExternalFaults:
 
     def __init__(
         self, faults: list[PlannedFault], events: EventLog, attempts: AttemptTracker, run_id: str,
-        steps: StepSource, world_size: int,
+        steps: StepSource, world_size: int | None = None,
     ):
         self.events, self.attempts, self.run_id, self.steps = events, attempts, run_id, steps
         self.world_size = world_size
+        """The ranks a signal fault aimed at all of them waits for; the subclasses that fire other kinds
+        (node, Slurm) leave it out."""
         self.armed = [Armed(f) for f in faults if isinstance(f, SignalFault)]
         self.last_step: dict[int, int] = {}
         self.attempt_since: dict[int, float] = {}

@@ -179,7 +179,13 @@ class SlurmFaults(ExternalFaults):
         self.armed = [Armed(f) for f in faults if isinstance(f, SlurmFault)]
         self.job_id = job_id
 
-    def _fire(self, armed: Armed, now: float) -> None:
+    def _wanted(self, fault: PlannedFault) -> str:
+        return f"job {self.job_id}"
+
+    def _targets(self, fault: SlurmFault) -> list[int]:
+        return []  # Slurm finds the job's processes itself
+
+    def _fire(self, armed: Armed, now: float, targets: list[int]) -> None:
         fault = armed.fault
         armed.fired_at = now
         argv = fault.argv(self)

@@ -29,9 +29,9 @@ from pathlib import Path
 from types import FrameType
 
 from chaos.adapters.launcher import follow
-from chaos.schema.plan import read_plan
+from chaos.schema.plan import PlannedFault, read_plan
 from chaos.supervise.attempts import AttemptTracker
-from chaos.supervise.faults import NODE_FAULTS, Armed
+from chaos.supervise.faults import NODE_FAULTS, Armed, NodeFault
 from chaos.supervise.procs import node_pids
 from chaos.supervise.signals import EventSteps, ExternalFaults
 from chaos.supervise.slurm_job import JobError, scontrol
@@ -58,18 +58,25 @@ class NodeWatch(ExternalFaults):
         self.armed = [Armed(f) for f in mine if f.attempt >= base]  # an earlier launch fired the others
         self.node, self.lost = node, False
 
-    def _fire(self, armed: Armed, now: float) -> None:
+    def _wanted(self, fault: PlannedFault) -> str:
+        return self.node
+
+    def _targets(self, fault: NodeFault) -> list[int] | None:
+        return fault.targets(self)
+
+    def _fire(self, armed: Armed, now: float, targets: list[int]) -> None:
         fault = armed.fault
-        armed.fired_at, armed.pids = now, fault.targets(self)
+        armed.fired_at, armed.pids = now, targets
         iteration = self.last_step.get(fault.attempt)
         self.events.write(FaultInjected(
             fault.type, fault.fault_id, f"{self.node} pids {armed.pids}", iteration, target_node=self.node, attempt=fault.attempt,
         ))
         fault.strike(self, armed.pids)
 
-    def pids(self, node: str, ranks_only: bool) -> list[int]:
-        """The run's processes on the node, but this wrapper: it outlives a node_killed to record its end."""
-        return [pid for pid in node_pids(self.run_id, node, ranks_only) if pid != os.getpid()]
+    def pids(self, node: str, ranks_only: bool) -> list[int] | None:
+        """The run's processes on the node, but this wrapper (it outlives a node_killed to record its end);
+        None while the node has none of them yet."""
+        return [pid for pid in node_pids(self.run_id, node, ranks_only) if pid != os.getpid()] or None
 
     def lose(self, node: str) -> None:
         self.lost = True  # the launcher's exit is the fault's, not the job's

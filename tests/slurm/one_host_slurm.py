@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from chaos.supervise.ports import release_ports, reserve_ports
+from chaos.supervise.ports import Ports, reserve_ports
 from chaos.supervise.procs import alive, parent, proc_environ
 
 PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
@@ -145,7 +145,7 @@ class OneHostSlurm:
     """Where the daemons' logs are copied when the cluster stops (None: not kept)."""
     home: Path = field(init=False)
     daemons: dict[str, subprocess.Popen] = field(default_factory=dict, init=False)
-    ports: list[int] = field(default_factory=list, init=False)
+    ports: Ports | None = field(default=None, init=False)
     node_names: list[str] = field(default_factory=list, init=False)
     install_s: float | None = field(default=None, init=False)
     """Seconds apt-get took to install the packages; None when they were there already."""
@@ -190,7 +190,8 @@ class OneHostSlurm:
         self.ports = reserve_ports(1 + self.nodes)
         host = socket.gethostname().split(".")[0]
         self.node_names = [f"{host}-n{i}" for i in range(self.nodes)]
-        self.conf.write_text(slurm_conf(self.home, host, len(os.sched_getaffinity(0)), self.ports[0], self.ports[1:]))
+        ctld, *nodes = self.ports.ports
+        self.conf.write_text(slurm_conf(self.home, host, len(os.sched_getaffinity(0)), ctld, nodes))
         self._start_munged()
         self._spawn("slurmctld", ["slurmctld", "-D", "-f", str(self.conf)])
         for name in self.node_names:
@@ -270,8 +271,9 @@ class OneHostSlurm:
                 proc.kill()
                 proc.wait()
         killed += self.kill_leftovers()
-        release_ports(self.ports)
-        self.ports = []
+        if self.ports is not None:
+            self.ports.release()
+            self.ports = None
         if self.keep_logs is not None:
             shutil.copytree(self.home / "log", self.keep_logs, dirs_exist_ok=True)
         shutil.rmtree(self.home, ignore_errors=True)
