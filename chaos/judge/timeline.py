@@ -265,13 +265,17 @@ def _slurm_metrics(events: list[Event]) -> dict[str, Any]:
 
 
 def _preemption_metrics(events: list[Event]) -> dict[str, Any]:
-    """Around the first SIGTERM the runner (or Slurm) sent: a checkpoint sealed inside the grace, and a
-    SIGKILL after it (Slurm's own, at the time limit, shows as the job's TIMEOUT state)."""
+    """Around the first SIGTERM the runner (or Slurm) sent: a checkpoint sealed inside the grace by the
+    attempt that got the signal (a relaunch saving within those seconds did not save the preempted run),
+    and a SIGKILL after it (Slurm's own, at the time limit, shows as the job's TIMEOUT state)."""
     term = next((e for e in events if e["event"] == names.FAULT_INJECTED and e.get("fault") == "sigterm"), None)
     if term is None:
         return {}
     end = term["mono"] + term["grace_s"]
-    saved = any(_on_rank0(e, names.CHECKPOINT_SAVE_END) and term["mono"] < e["mono"] <= end for e in events)
+    saved = any(
+        _on_rank0(e, names.CHECKPOINT_SAVE_END) and e["attempt"] == term["attempt"] and term["mono"] < e["mono"] <= end
+        for e in events
+    )
     killed = any(
         e["event"] == names.SIGNAL_SENT and e["signal"] == "SIGKILL" and e["mono"] > term["mono"] for e in events
     ) or _slurm_metrics(events).get("slurm_job_state") == "TIMEOUT"

@@ -192,6 +192,8 @@ def test_preemption_metrics_inside_and_outside_the_grace(event) -> None:
     m = compute_metrics(late)
     assert (m.preemption_saved, m.grace_killed) == (False, True)
     assert compute_metrics([event("step", 1.0, iteration=1, loss=1.0)]).preemption_saved is None
+    relaunched = [term, event("checkpoint_save_end", 10.8, attempt=1, iteration=10)]
+    assert compute_metrics(relaunched).preemption_saved is False, "the relaunch's save is not the preempted run's"
 
 
 def test_a_slurm_job_counts_its_launches_and_reports_slurms_record(event) -> None:
