@@ -21,7 +21,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import replace
@@ -33,6 +32,7 @@ from chaos.schema.plan import PlannedFault, read_plan
 from chaos.supervise.attempts import AttemptTracker
 from chaos.supervise.faults import NODE_FAULTS, Armed, NodeFault
 from chaos.supervise.procs import node_pids
+from chaos.supervise.scratch import make_tmp_dir
 from chaos.supervise.signals import EventSteps, ExternalFaults
 from chaos.supervise.slurm_job import JobError, scontrol
 from runlog import names
@@ -110,7 +110,7 @@ class Agent:
         # A handler, not SIG_IGN: every process of the step gets Slurm's signal, and this one outlives it to
         # see the launcher out; the launcher gets the default disposition back when it starts.
         signal.signal(signal.SIGTERM, self._on_term)
-        tmp = Path(tempfile.mkdtemp(prefix="chaos-tmp-"))  # ft_launcher's IPC sockets; removed below
+        tmp = make_tmp_dir()  # ft_launcher's IPC sockets; removed below, or by the next run's sweep if this dies
         env = {**os.environ, "TMPDIR": str(tmp), ATTEMPT_BASE_VAR: str(self.worker_base)}
         watch = NodeWatch(self.run_dir, self.node, self.base, self.attempts)
         try:
