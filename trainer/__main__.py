@@ -1,7 +1,5 @@
 """`python -m trainer [--recipe NAME] [--config FILE] [key=value ...]`: parse, build, train, close."""
 
-import sys
+from trainer.cli import exit_process, main
 
-from trainer.cli import main
-
-sys.exit(main())
+exit_process(main())

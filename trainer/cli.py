@@ -7,9 +7,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import multiprocessing
 import os
 import sys
+import threading
 import warnings
+from typing import NoReturn
 
 from runlog.log import EventLog
 from runlog.records import ExitOnError, Pitfall
@@ -81,3 +84,21 @@ def run(cfg: TrainerConfig) -> int:
             level=logging.INFO, format=f"[%(asctime)s] [%(levelname)s] [rank{session.env.rank}] %(message)s"
         )
         return session.run()
+
+
+def exit_process(code: int) -> NoReturn:
+    """End the process with `code`, skipping the interpreter's teardown when nothing is left for it to do.
+
+    Finalizing the modules torch and dynamo load takes 1.2-1.6 s per process on a 2-core machine
+    (docs/performance.md §5), paid by every rank at the end of every run and every baseline. By now the
+    session has closed its event log, its checkpoints and its process group; the teardown's remaining work
+    is logging's flush (done here) and the join of children and threads: a process that still has one (a
+    data-loader worker, an unfinished writer) exits the normal way, which waits for them.
+    """
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    waiting = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    if multiprocessing.active_children() or waiting:
+        sys.exit(code)
+    os._exit(code)

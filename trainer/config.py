@@ -15,6 +15,7 @@ import hashlib
 import json
 import signal
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from runlog import pitfalls
@@ -253,6 +254,25 @@ class DistConfig:
             raise ConfigError("dist.distributed_backend=nccl needs GPUs: set dist.device to cuda (or auto), or use gloo")
         if self.distributed_timeout_minutes < 1:
             raise ConfigError(f"dist.distributed_timeout_minutes: must be >= 1, got {self.distributed_timeout_minutes}")
+
+
+_NVIDIA_DRIVER = ("/dev/nvidiactl", "/proc/driver/nvidia", "/dev/dxg")
+"""What the NVIDIA driver shows where it is loaded (Linux, a GPU container, WSL); without it torch has no CUDA."""
+
+
+def cuda_available() -> bool:
+    """``torch.cuda.is_available()``, without importing torch on a machine with no NVIDIA driver: the harness
+    asks it of every scenario before launching, and torch's import (2 s) would delay every run by that much."""
+    if not any(Path(p).exists() for p in _NVIDIA_DRIVER):
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def wants_cuda(cfg: DistConfig) -> bool:
+    """Whether ranks of this config train on GPUs (``dist.device`` cuda, or auto on a machine with CUDA)."""
+    return cfg.device == "cuda" or (cfg.device == "auto" and cuda_available())
 
 
 @dataclass(kw_only=True)

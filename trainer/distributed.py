@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 
 from runlog.env import STORE_PORT_VAR, launch_round
-from trainer.config import DistConfig
+from trainer.config import DistConfig, wants_cuda
 from trainer.config_base import ConfigError
 
 
@@ -39,11 +39,6 @@ def _launcher() -> str:
     if "FT_RANK_MONITOR_IPC_SOCKET" in os.environ or "FT_LAUNCHER_IPC_SOCKET" in os.environ:
         return "ft_launcher"
     return "torchrun" if "TORCHELASTIC_RUN_ID" in os.environ else "single"
-
-
-def wants_cuda(cfg: DistConfig) -> bool:
-    """Whether ranks of this config train on GPUs (``dist.device`` cuda, or auto on a machine with CUDA)."""
-    return cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
 
 
 def init_distributed(cfg: DistConfig, store: dist.Store | None = None) -> DistEnv:

@@ -11,11 +11,10 @@ import importlib
 import importlib.metadata
 import warnings
 from types import ModuleType, SimpleNamespace
+from typing import TYPE_CHECKING
 
-with warnings.catch_warnings():
-    # NVRx imports pynvml, which prints a FutureWarning on every import.
-    warnings.simplefilter("ignore", FutureWarning)
-    from nvidia_resiliency_ext.fault_tolerance import RankMonitorClient  # noqa: F401 - re-exported
+if TYPE_CHECKING:
+    from nvidia_resiliency_ext.fault_tolerance import RankMonitorClient
 
 VERSION = importlib.metadata.version("nvidia-resiliency-ext")
 _MAJOR_MINOR = tuple(int(p) for p in VERSION.split(".")[:2])
@@ -45,6 +44,17 @@ def local_checkpointing() -> SimpleNamespace:
         LocalCheckpointManager=manager.LocalCheckpointManager,
         CheckpointingException=errors.CheckpointingException,
     )
+
+
+def rank_monitor_client() -> RankMonitorClient:
+    """A new RankMonitorClient. Imported here, not at this module's import: NVRx's fault_tolerance imports
+    torch (2 s), and the runner, which reads this module's constants, never needs either."""
+    with warnings.catch_warnings():
+        # NVRx imports pynvml, which prints a FutureWarning on every import.
+        warnings.simplefilter("ignore", FutureWarning)
+        from nvidia_resiliency_ext.fault_tolerance import RankMonitorClient
+
+    return RankMonitorClient()
 
 
 def init_workload_monitoring(client: RankMonitorClient) -> None:

@@ -38,7 +38,7 @@ from runlog.env import STORE_PORT_VAR
 from runlog.layout import RunFolder
 from runlog.log import EventLog
 from trainer import nvrx_compat
-from trainer.distributed import wants_cuda
+from trainer.config import cuda_available, wants_cuda
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,9 +73,7 @@ def _on_cuda_by_itself(scenario: Scenario) -> bool:
     device, so it runs on CUDA where the machine has it."""
     if scenario.command is None:
         return wants_cuda(scenario.config.dist)
-    import torch
-
-    return torch.cuda.is_available()
+    return cuda_available()
 
 
 def installed(distribution: str) -> bool:

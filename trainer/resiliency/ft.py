@@ -80,7 +80,7 @@ class FaultTolerance(Component):
             return
         from trainer import nvrx_compat
 
-        self.client = nvrx_compat.RankMonitorClient()
+        self.client = nvrx_compat.rank_monitor_client()
         if self.cfg.calc_ft_timeouts and self.state_file is not None and self.state_file.is_file():
             # Before init: the client hands loaded timeouts to its rank monitor when it connects.
             self.client.load_state_dict(json.loads(self.state_file.read_text()))

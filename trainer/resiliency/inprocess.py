@@ -32,9 +32,8 @@ from runlog.log import EventLog
 from runlog.reader import EventTail
 from runlog.records import InprocessAbort, InprocessStart, Pitfall
 from trainer import nvrx_compat
-from trainer.config import TrainerConfig
+from trainer.config import TrainerConfig, wants_cuda
 from trainer.config_resiliency import InProcessRestartConfig
-from trainer.distributed import wants_cuda
 from trainer.session import InProcessIteration, TrainingSession
 
 log = logging.getLogger(__name__)

@@ -130,3 +130,28 @@ def test_a_checkpoint_to_load_that_cannot_be_is_one_line(tmp_path):
     assert _error_lines(corrupt) == [f"trainer: error: checkpoint.load={ckpt}: no loadable checkpoint there"]
     missing = trainer_cli("--recipe", "tiny_cpu", "train.train_iters=4", f"checkpoint.load={tmp_path / 'none'}", cwd=tmp_path)
     assert missing.returncode == 2 and _error_lines(missing) == [f"trainer: error: checkpoint.load={tmp_path / 'none'}: no loadable checkpoint there"]
+
+
+@pytest.mark.parametrize("keep", ["thread", "child", "nothing"])
+def test_the_fast_exit_keeps_the_code_the_output_and_what_is_still_running(tmp_path, keep):
+    """exit_process skips the interpreter's teardown only when nothing waits on it: a live non-daemon thread
+    or a child process is let finish (its file is written), and the code and the unflushed output stay."""
+    script = f"""
+import multiprocessing, pathlib, sys, threading, time
+from trainer.cli import exit_process
+def write():
+    time.sleep(0.5)
+    pathlib.Path({str(tmp_path / "done")!r}).write_text("ok")
+if {keep!r} == "thread":
+    threading.Thread(target=write).start()
+elif {keep!r} == "child":
+    multiprocessing.get_context("fork").Process(target=write).start()
+print("unflushed", end="")
+sys.stderr.write("err")
+exit_process(3)
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=60
+    )
+    assert (proc.returncode, proc.stdout, proc.stderr) == (3, "unflushed", "err")
+    assert (tmp_path / "done").is_file() is (keep != "nothing")
