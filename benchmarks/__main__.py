@@ -12,7 +12,7 @@ from typing import Any
 from benchmarks import report, sections
 from benchmarks.runs import PointRunner
 
-SECTION_ORDER = ("recovery", "overhead", "lost_work", "detection", "scale")
+SECTION_ORDER = ("recovery", "overhead", "lost_work", "detection", "scale", "startup")
 """The sections with the most distinct setups first, so a setup that fails shows within minutes."""
 
 

@@ -27,6 +27,7 @@ TITLES = {
     "overhead": "4. Step-time overhead (60 steps, fault-free, median step time after 3 warm-up steps)",
     "scale": "6. Detection and recovery by world size (heartbeat timeout 2 s, checks 0.5 s; ft_launcher kill)",
     "suite": "5. Functional suite wall time",
+    "startup": "7. A worker's start-up and exit (world of one, CPU) beside a bare import torch",
 }
 RECOVERY_PARTS = ("detect", "teardown", "rendezvous_import", "build", "checkpoint_load", "first_step")
 

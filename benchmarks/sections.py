@@ -1,4 +1,4 @@
-"""The six measurements of issue 7, each a function from the point runner to table rows.
+"""The measurements of issues 7 and 18, each a function from the point runner to table rows.
 
 A row is a flat mapping (str → number, str or None): the markdown table and the JSON file show the same
 rows. Numbers are medians over a point's runs; ratios are taken between points measured in the same
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import measure, points
+from benchmarks import startup as worker_startup
 from benchmarks.runs import PointRunner, Sample, median_of
 
 Row = dict[str, Any]
@@ -32,11 +33,12 @@ class Grid:
     worlds: tuple[int, ...] = (1, 2, 4)
     recovery: bool = True
     overhead: bool = True
+    startup: bool = True
 
     @classmethod
     def quick(cls) -> Grid:
         return cls(timeouts=(2.0,), intervals=(0.5,), modes=("heartbeat",), save_intervals=(5,), worlds=(2,),
-                   recovery=False, overhead=False)
+                   recovery=False, overhead=False, startup=False)
 
 
 def _median_row(samples: list[Sample], values: Callable[[Sample], dict[str, float | None]]) -> dict[str, float | None]:
@@ -141,6 +143,11 @@ def scale(runner: PointRunner, grid: Grid) -> list[Row]:
         rows.append({"world_size": world, "detect_s": median_of(hang, lambda s: s.metrics.time_to_detect_s),
                      **_median_row(kill, _recovery_parts), "start_s": median_of(kill, lambda s: _start_parts(s)["start_s"])})
     return rows
+
+
+def startup(runner: PointRunner, grid: Grid) -> list[Row]:
+    """A worker's start-up and exit beside a bare ``import torch`` (benchmarks/startup.py)."""
+    return worker_startup.startup(runner.out_dir, runner.reps) if grid.startup else []
 
 
 def suite(out_dir: Path) -> list[Row]:

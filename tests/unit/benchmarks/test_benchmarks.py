@@ -61,3 +61,21 @@ def test_every_benchmark_point_is_a_valid_scenario():
 def test_markdown_table_shows_missing_values_as_dashes():
     table = markdown_table([{"a": 1.23456, "b": None}, {"a": 250.4, "c": "x"}])
     assert table.splitlines() == ["| a | b | c |", "|---|---|---|", "| 1.23 | - | - |", "| 250 | - | x |"]
+
+
+def test_importtime_lines_give_each_packages_cumulative_seconds() -> None:
+    from benchmarks.startup import parse_importtime
+
+    stderr = "\n".join([
+        "import time: self [us] | cumulative | imported package",
+        "import time:      5219 |      29153 |   trainer.config_loader",
+        "import time:     54285 |    1971204 |     torch",
+        "/x/torch/cuda/__init__.py:64: FutureWarning: The pynvml package is deprecated.",
+        "import time:       641 |    1031879 |     torch.distributed.checkpoint",
+        "import time:        66 |        100 |   torch.distributed",
+        "import time:      4088 |    3054950 | trainer.session",
+        "import time:     10900 |    1072260 |   torch._dynamo.convert_frame",
+    ])
+    assert parse_importtime(stderr) == {
+        "torch": 1.971, "torch.distributed.checkpoint": 1.032, "torch._dynamo": 1.072, "trainer.session": 3.055,
+    }
