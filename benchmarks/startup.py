@@ -83,12 +83,17 @@ def parse_importtime(stderr: str) -> dict[str, float]:
     the name indented by depth): a package's outermost line, or its biggest submodule's where the package
     came in through an attribute (torch._dynamo, through ``torch.__getattr__``, shows only its submodules);
     other lines (warnings, the trainer's log) are passed over."""
-    found: dict[str, float] = {}
+    own: dict[str, float] = {}
+    biggest_submodule: dict[str, float] = {}
     for line in stderr.splitlines():
         m = re.match(r"import time:\s+\d+ \|\s+(\d+) \|\s*(\S+)$", line)
         for package in PACKAGES if m else ():
-            if m.group(2) == package or m.group(2).startswith(package + "."):
-                found[package] = max(found.get(package, 0.0), int(m.group(1)) / 1e6)
+            seconds = int(m.group(1)) / 1e6
+            if m.group(2) == package:
+                own[package] = max(own.get(package, 0.0), seconds)
+            elif m.group(2).startswith(package + "."):
+                biggest_submodule[package] = max(biggest_submodule.get(package, 0.0), seconds)
+    found = {**biggest_submodule, **own}
     return {name: round(found[name], 3) for name in PACKAGES if name in found}
 
 
@@ -96,8 +101,8 @@ def startup(out_dir: Path, reps: int) -> list[Row]:
     """The rows: the bare import, then each worker variant with its phases and its ratios to the import."""
     work = out_dir / "startup"
     bare: list[float] = []
-    runs: dict[str, list[dict[str, float]]] = {"worker": [], "worker, interpreter teardown": []}
     heads = {"worker": [sys.executable, "-m", "trainer"], "worker, interpreter teardown": [sys.executable, "-c", TEARDOWN]}
+    runs: dict[str, list[dict[str, float]]] = {label: [] for label in heads}
     for _ in range(reps):
         bare.append(_bare_import())
         for label, head in heads.items():

@@ -75,7 +75,8 @@ def test_importtime_lines_give_each_packages_cumulative_seconds() -> None:
         "import time:        66 |        100 |   torch.distributed",
         "import time:      4088 |    3054950 | trainer.session",
         "import time:     10900 |    1072260 |   torch._dynamo.convert_frame",
+        "import time:       900 |    2500000 |   torch._dynamo.later_and_bigger_than_torch",
     ])
     assert parse_importtime(stderr) == {
-        "torch": 1.971, "torch.distributed.checkpoint": 1.032, "torch._dynamo": 1.072, "trainer.session": 3.055,
+        "torch": 1.971, "torch.distributed.checkpoint": 1.032, "torch._dynamo": 2.5, "trainer.session": 3.055,
     }
