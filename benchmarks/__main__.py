@@ -1,4 +1,4 @@
-"""`python -m benchmarks [--quick] [--suite] [--reps N] [--worlds 1,2,4] [--out DIR]`."""
+"""`python -m benchmarks [--quick] [--suite] [--reps N] [--worlds 1,2,4] [--before DIR] [--out DIR]`."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from benchmarks import report, sections
+from benchmarks import jobs, report, sections
 from benchmarks.runs import PointRunner
 
-SECTION_ORDER = ("recovery", "overhead", "lost_work", "detection", "scale", "startup")
+SECTION_ORDER = ("recovery", "overhead", "lost_work", "detection", "scale", "startup", "mainjob")
 """The sections with the most distinct setups first, so a setup that fails shows within minutes."""
 
 
@@ -21,7 +21,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=Path("chaos-runs/bench"), help="output folder (default: %(default)s)")
     p.add_argument("--reps", type=int, default=1, help="runs per point; tables show medians (default: %(default)s)")
     p.add_argument("--quick", action="store_true", help="a smoke subset (3 runs), for the unit test")
-    p.add_argument("--suite", action="store_true", help="also time the functional suite, serial and -n 2 (long)")
+    p.add_argument("--suite", action="store_true", help="also time the functional suite through nox, serial and -n 2 (long)")
+    p.add_argument("--before", type=Path, default=None, metavar="DIR",
+                   help="a checkout of an earlier commit: the start-up, main job and suite also run there, side by side")
     p.add_argument("--sections", default=",".join(SECTION_ORDER), help="which sections to run (default: %(default)s)")
     p.add_argument("--worlds", default=None, help="world sizes of the scale section, e.g. 1,2,4,8 (default: 1,2,4)")
     args = p.parse_args(argv)
@@ -30,6 +32,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     unknown = set(args.sections.split(",")) - set(SECTION_ORDER)
     if unknown:
         p.error(f"--sections: unknown {sorted(unknown)}; known: {', '.join(SECTION_ORDER)}")
+    if args.before is not None:
+        args.before = args.before.resolve()
+        if not (args.before / "trainer").is_dir() or not (args.before / "noxfile.py").is_file():
+            p.error(f"--before: {args.before} is not a checkout of this project (no trainer/ and noxfile.py)")
     return args
 
 
@@ -39,6 +45,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     grid = sections.Grid.quick() if args.quick else sections.Grid()
     if args.worlds:
         grid = replace(grid, worlds=tuple(int(w) for w in args.worlds.split(",")))
+    grid = replace(grid, before=args.before)
     runner = PointRunner(out / "runs", args.reps)
     start = time.monotonic()
     results: dict[str, Any] = {"reps": args.reps, "quick": args.quick, "sections": {}}
@@ -46,7 +53,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         results["sections"][name] = getattr(sections, name)(runner, grid)
         write_outputs(out, results, start)
     if args.suite:
-        results["sections"]["suite"] = sections.suite(out)
+        results["sections"]["suite"] = jobs.suite(grid.roots())
         write_outputs(out, results, start)
     print(f"bench: {results['seconds']:.0f} s; wrote {out / 'results.md'}, results.json, results.png")
     return results

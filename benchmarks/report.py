@@ -28,6 +28,7 @@ TITLES = {
     "scale": "6. Detection and recovery by world size (heartbeat timeout 2 s, checks 0.5 s; ft_launcher kill)",
     "suite": "5. Functional suite wall time",
     "startup": "7. A worker's start-up and exit (world of one, CPU) beside a bare import torch",
+    "mainjob": "8. The main job, nox -s functional -- --scenario rank_killed, cold and warm baseline cache, beside its launcher's span",
 }
 RECOVERY_PARTS = ("detect", "teardown", "rendezvous_import", "build", "checkpoint_load", "first_step")
 

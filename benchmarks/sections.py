@@ -7,15 +7,12 @@ benchmark run, side by side, because on a shared 2-core machine only ratios trav
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks import measure, points
+from benchmarks import jobs, measure, points
 from benchmarks import startup as worker_startup
 from benchmarks.runs import PointRunner, Sample, median_of
 
@@ -34,11 +31,18 @@ class Grid:
     recovery: bool = True
     overhead: bool = True
     startup: bool = True
+    mainjob: bool = True
+    before: Path | None = None
+    """A checkout of an earlier commit: the start-up, the main job and the suite also run there, side by side."""
 
     @classmethod
     def quick(cls) -> Grid:
         return cls(timeouts=(2.0,), intervals=(0.5,), modes=("heartbeat",), save_intervals=(5,), worlds=(2,),
-                   recovery=False, overhead=False, startup=False)
+                   recovery=False, overhead=False, startup=False, mainjob=False)
+
+    def roots(self) -> list[Path]:
+        """The checkouts to compare: the earlier one first, then this one."""
+        return [*([self.before] if self.before else []), points.PROJECT_ROOT]
 
 
 def _median_row(samples: list[Sample], values: Callable[[Sample], dict[str, float | None]]) -> dict[str, float | None]:
@@ -147,17 +151,10 @@ def scale(runner: PointRunner, grid: Grid) -> list[Row]:
 
 def startup(runner: PointRunner, grid: Grid) -> list[Row]:
     """A worker's start-up and exit beside a bare ``import torch`` (benchmarks/startup.py)."""
-    return worker_startup.startup(runner.out_dir, runner.reps) if grid.startup else []
+    return worker_startup.startup(runner.out_dir, runner.reps, grid.before) if grid.startup else []
 
 
-def suite(out_dir: Path) -> list[Row]:
-    """Wall time of the functional tests over the whole catalogue, serial and on two pytest-xdist workers."""
-    rows = []
-    for label, extra in (("serial", []), ("-n 2", ["-n", "2"])):
-        start = time.monotonic()
-        code = subprocess.call([sys.executable, "-m", "pytest", "tests/functional", "-q", "-p", "no:cacheprovider",
-                                f"--chaos-out={out_dir / 'suite'}", *extra], cwd=points.PROJECT_ROOT)
-        rows.append({"mode": label, "seconds": time.monotonic() - start, "exit_code": code})
-    rows[1]["per_serial"] = rows[1]["seconds"] / rows[0]["seconds"]
-    return rows
+def mainjob(runner: PointRunner, grid: Grid) -> list[Row]:
+    """The main job through nox, cold and warm, beside its floor (benchmarks/jobs.py)."""
+    return jobs.main_job(grid.roots(), runner.reps, runner.out_dir / "mainjob") if grid.mainjob else []
 

@@ -7,7 +7,9 @@ by side, interleaved ``reps`` times, each a world of one on CPU:
 - ``import torch``: ``python -c "import torch"``, the part of any worker that cannot be cut;
 - ``worker``: ``python -m trainer`` as a launcher starts it (3 steps, a DCP checkpoint at step 2);
 - ``worker, interpreter teardown``: the same run ending through ``sys.exit`` (how it ended before
-  ``trainer.cli.exit_process``), so that what the fast exit buys is measured in the same benchmark run.
+  ``trainer.cli.exit_process``), so that what the fast exit buys is measured in the same benchmark run;
+- with ``--before DIR``, ``worker, before (<commit>)``: the same ``python -m trainer`` run from a checkout
+  of an earlier commit, on the same interpreter and torch.
 
 A row splits the worker's time with its own events: process start to ``run_start`` (imports and the
 process group), ``run_start`` to the first step (components, model, DDP), the last event to the process's
@@ -27,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks import jobs
 from benchmarks.points import PROJECT_ROOT
 from runlog.reader import read_events
 
@@ -39,18 +42,19 @@ PACKAGES = ("torch", "torch.distributed.checkpoint", "torch._dynamo", "nvidia_re
 it), NVRx, numpy and the trainer's session module (all it imports, cumulative)."""
 
 
-def _env() -> dict[str, str]:
+def _env(root: Path = PROJECT_ROOT) -> dict[str, str]:
     launched = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT", "MASTER_ADDR", "TORCHELASTIC_", "FT_", "CHAOS_")
     env = {k: v for k, v in os.environ.items() if not k.startswith(launched)}
-    return {**env, "PYTHONPATH": str(PROJECT_ROOT), "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
+    return {**env, "PYTHONPATH": str(root), "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
 
 
-def _worker(argv_head: list[str], folder: Path) -> dict[str, float]:
-    """One world-of-one run; its phases in seconds, from the parent's clock and the run's own events."""
+def _worker(argv_head: list[str], folder: Path, root: Path = PROJECT_ROOT) -> dict[str, float]:
+    """One world-of-one run of the trainer in checkout ``root``; its phases in seconds, from the parent's
+    clock and the run's own events."""
     shutil.rmtree(folder, ignore_errors=True)
     argv = [*argv_head, *TRAIN, f"checkpoint.save={folder / 'ckpt'}", f"logger.run_dir={folder}"]
     start = time.time()
-    proc = subprocess.run(argv, cwd=PROJECT_ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(argv, cwd=root, env=_env(root), capture_output=True, text=True, timeout=300)
     end = time.time()
     if proc.returncode != 0:
         raise RuntimeError(f"benchmark worker exited {proc.returncode}: {proc.stderr[-500:]}")
@@ -97,16 +101,19 @@ def parse_importtime(stderr: str) -> dict[str, float]:
     return {name: round(found[name], 3) for name in PACKAGES if name in found}
 
 
-def startup(out_dir: Path, reps: int) -> list[Row]:
+def startup(out_dir: Path, reps: int, before: Path | None = None) -> list[Row]:
     """The rows: the bare import, then each worker variant with its phases and its ratios to the import."""
     work = out_dir / "startup"
     bare: list[float] = []
-    heads = {"worker": [sys.executable, "-m", "trainer"], "worker, interpreter teardown": [sys.executable, "-c", TEARDOWN]}
-    runs: dict[str, list[dict[str, float]]] = {label: [] for label in heads}
+    worker = [sys.executable, "-m", "trainer"]
+    variants = {"worker": (worker, PROJECT_ROOT), "worker, interpreter teardown": ([sys.executable, "-c", TEARDOWN], PROJECT_ROOT)}
+    if before is not None:
+        variants[f"worker, {jobs.label(before)}"] = (worker, before)
+    runs: dict[str, list[dict[str, float]]] = {label: [] for label in variants}
     for _ in range(reps):
         bare.append(_bare_import())
-        for label, head in heads.items():
-            runs[label].append(_worker(head, work / "run"))
+        for label, (head, root) in variants.items():
+            runs[label].append(_worker(head, work / "run", root))
     floor = statistics.median(bare)
     rows: list[Row] = [{"process": "import torch", "total": floor, "total_per_import": 1.0}]
     for label, samples in runs.items():
@@ -116,6 +123,8 @@ def startup(out_dir: Path, reps: int) -> list[Row]:
         row["total_per_import"] = row["total"] / floor
         row["start_per_import"] = (row["start_to_run_start"] + row["run_start_to_first_step"]) / floor
         rows.append(row)
+    if before is not None:
+        rows[1]["start_per_before"] = rows[1]["start_per_import"] / rows[-1]["start_per_import"]
     rows.append({"process": "worker imports (-X importtime, s)", **import_seconds(work / "importtime")})
     shutil.rmtree(work, ignore_errors=True)
     return rows

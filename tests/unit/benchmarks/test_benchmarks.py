@@ -80,3 +80,28 @@ def test_importtime_lines_give_each_packages_cumulative_seconds() -> None:
     assert parse_importtime(stderr) == {
         "torch": 1.971, "torch.distributed.checkpoint": 1.032, "torch._dynamo": 2.5, "trainer.session": 3.055,
     }
+
+
+def test_the_main_jobs_floor_is_its_newest_runs_launcher_span(tmp_path) -> None:
+    import json
+    import os
+
+    from benchmarks.jobs import launcher_span
+
+    assert launcher_span(tmp_path) is None  # no run yet
+    for name, (launch, end), mtime in (("rank_killed-old", (10.0, 40.0), 1000), ("rank_killed-new", (100.0, 117.5), 2000)):
+        events = tmp_path / "chaos-runs" / name / "events"
+        events.mkdir(parents=True)
+        lines = [ev("launch", launch, rank=-1), ev("run_start", launch + 5), ev("launcher_exit", end, rank=-1, code=0)]
+        (events / "launcher.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines))
+        os.utime(events.parent, (mtime, mtime))
+    assert launcher_span(tmp_path) == pytest.approx(17.5)
+
+
+def test_before_must_be_a_checkout_of_this_project(tmp_path, capsys) -> None:
+    from benchmarks.__main__ import parse_args
+
+    with pytest.raises(SystemExit) as exit_info:
+        parse_args(["--before", str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert f"--before: {tmp_path} is not a checkout of this project" in capsys.readouterr().err

@@ -1,0 +1,123 @@
+"""The main job and the functional suite as a user and CI run them, through nox (issue 18).
+
+Both run in this checkout and, with ``--before DIR``, in a checkout of an earlier commit, interleaved in one
+benchmark run, so that "before" and "after" come from the same machine at the same time:
+
+- the main job, ``nox -s functional -- --scenario rank_killed``, with a cold baseline cache (a fresh
+  ``CHAOS_CACHE_DIR``) and then a warm one (the same folder again), beside its floor: the span from the
+  launch to the launcher's exit of the faulted job with its restart, read from the run's own events;
+- the suite, ``nox -s functional`` over the whole catalogue with a cold cache: serial, and ``-n 2`` as CI
+  runs it now; with ``--before``, the earlier checkout's catalogue serially as its CI ran it, beside this
+  one's ``-n 2``.
+
+A checkout's first nox session builds its venv, so each is warmed up by an untimed session first.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.points import PROJECT_ROOT
+from runlog.reader import read_events
+
+Row = dict[str, Any]
+
+SCENARIO = "rank_killed"
+JOB_TIMEOUT_S = 900
+SUITE_TIMEOUT_S = 3 * 3600
+
+
+class JobFailed(RuntimeError):
+    """A nox session the benchmark ran exited non-zero; the message holds its command and output's tail."""
+
+
+def label(root: Path) -> str:
+    """``now`` or ``before (<short commit>)``: what a row's checkout is."""
+    if root == PROJECT_ROOT:
+        return "now"
+    commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return f"before ({commit.stdout.strip() or root})"
+
+
+def _nox() -> str:
+    found = shutil.which("nox")
+    if found is None:
+        raise JobFailed("the main job and the suite run through nox, which is not on PATH: pip install nox")
+    return found
+
+
+def _session(root: Path, cache: Path, posargs: list[str], timeout: float) -> tuple[float, int]:
+    """One ``nox -s functional -- POSARGS`` in ``root`` with ``cache`` as the baseline cache: its wall
+    seconds and exit code. The benchmark's own venv and cache are left out of its environment: each
+    checkout's nox makes its own."""
+    argv = [_nox(), "-s", "functional", "--", *posargs]
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CHAOS_CACHE_DIR", "PYTHONPATH")}
+    start = time.monotonic()
+    proc = subprocess.run(argv, cwd=root, env={**env, "CHAOS_CACHE_DIR": str(cache)}, capture_output=True, text=True,
+                          timeout=timeout)
+    return time.monotonic() - start, proc.returncode
+
+
+def _job(root: Path, cache: Path, posargs: list[str]) -> float:
+    """A session that must pass (the main job, a warm-up): its wall seconds, or JobFailed."""
+    seconds, code = _session(root, cache, posargs, JOB_TIMEOUT_S)
+    if code != 0:
+        raise JobFailed(f"nox -s functional -- {' '.join(posargs)} in {root} exited {code}")
+    return seconds
+
+
+def launcher_span(root: Path) -> float | None:
+    """Launch to launcher exit of the newest ``rank_killed`` run folder under ``root/chaos-runs``."""
+    folders = sorted((root / "chaos-runs").glob(f"{SCENARIO}-*"), key=lambda p: p.stat().st_mtime)
+    if not folders:
+        return None
+    events = [e for e in read_events(folders[-1]) if e["rank"] < 0]
+    launch = next((e["mono"] for e in events if e["event"] == "launch"), None)
+    end = next((e["mono"] for e in reversed(events) if e["event"] == "launcher_exit"), None)
+    return None if launch is None or end is None else end - launch
+
+
+def main_job(roots: list[Path], reps: int, work: Path) -> list[Row]:
+    """Cold and warm main jobs per checkout, interleaved ``reps`` times; medians and the ratio to the floor."""
+    times: dict[Path, dict[str, list[float]]] = {r: {"cold_s": [], "warm_s": [], "floor_s": []} for r in roots}
+    job = ["--scenario", SCENARIO]
+    for root in roots:
+        _job(root, work / "warm-up", job)
+    for rep in range(reps):
+        for index, root in enumerate(roots):
+            cache = work / f"cache-{rep}-{index}"
+            times[root]["cold_s"].append(_job(root, cache, job))
+            times[root]["warm_s"].append(_job(root, cache, job))
+            span = launcher_span(root)
+            if span is not None:
+                times[root]["floor_s"].append(span)
+    rows = []
+    for root in roots:
+        row: Row = {"checkout": label(root)}
+        row.update({k: statistics.median(v) if v else None for k, v in times[root].items()})
+        row["warm_per_floor"] = row["warm_s"] / row["floor_s"] if row["floor_s"] else None
+        rows.append(row)
+    shutil.rmtree(work, ignore_errors=True)
+    return rows
+
+
+def suite(roots: list[Path]) -> list[Row]:
+    """The whole catalogue with cold baselines: this checkout serial and ``-n 2``, or, given an earlier
+    checkout (``roots[0]``), that one serial as its CI ran it beside this one's ``-n 2`` as CI runs it now.
+    A failing test is a row's exit code, not the end of the benchmark."""
+    first = roots[0] if len(roots) > 1 else PROJECT_ROOT
+    rows = []
+    for root, extra in ((first, []), (PROJECT_ROOT, ["-n", "2"])):
+        with tempfile.TemporaryDirectory(prefix="chaos-bench-suite-") as cache:
+            _job(root, Path(cache), ["--collect-only", "-q"])
+            seconds, code = _session(root, Path(cache), ["-q", *extra], SUITE_TIMEOUT_S)
+        rows.append({"checkout": label(root), "mode": " ".join(extra) or "serial", "seconds": seconds, "exit_code": code})
+    rows[1]["per_first"] = rows[1]["seconds"] / rows[0]["seconds"]
+    return rows
