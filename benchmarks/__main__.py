@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import jobs, report, sections
-from benchmarks.runs import PointRunner
+from benchmarks.runs import BenchmarkFailed, PointRunner
 
 SECTION_ORDER = ("recovery", "overhead", "lost_work", "detection", "scale", "startup", "mainjob")
 """The sections with the most distinct setups first, so a setup that fails shows within minutes."""
@@ -70,7 +70,11 @@ def write_outputs(out: Path, results: dict[str, Any], start: float) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     sys.stdout.reconfigure(line_buffering=True)  # one progress line per run, also when logged to a file
-    run(parse_args(sys.argv[1:] if argv is None else argv))
+    try:
+        run(parse_args(sys.argv[1:] if argv is None else argv))
+    except BenchmarkFailed as e:
+        print(f"bench: error: {' '.join(str(e).split())}", file=sys.stderr)
+        return 1
     return 0
 
 

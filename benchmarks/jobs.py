@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.points import PROJECT_ROOT
+from benchmarks.runs import BenchmarkFailed
 from runlog.reader import read_events
 
 Row = dict[str, Any]
@@ -32,10 +33,6 @@ Row = dict[str, Any]
 SCENARIO = "rank_killed"
 JOB_TIMEOUT_S = 900
 SUITE_TIMEOUT_S = 3 * 3600
-
-
-class JobFailed(RuntimeError):
-    """A nox session the benchmark ran exited non-zero; the message holds its command and output's tail."""
 
 
 def label(root: Path) -> str:
@@ -49,27 +46,27 @@ def label(root: Path) -> str:
 def _nox() -> str:
     found = shutil.which("nox")
     if found is None:
-        raise JobFailed("the main job and the suite run through nox, which is not on PATH: pip install nox")
+        raise BenchmarkFailed("the main job and the suite run through nox, which is not on PATH: pip install nox")
     return found
 
 
-def _session(root: Path, cache: Path, posargs: list[str], timeout: float) -> tuple[float, int]:
+def _session(root: Path, cache: Path, posargs: list[str], timeout: float) -> tuple[float, int, str]:
     """One ``nox -s functional -- POSARGS`` in ``root`` with ``cache`` as the baseline cache: its wall
-    seconds and exit code. The benchmark's own venv and cache are left out of its environment: each
-    checkout's nox makes its own."""
+    seconds, exit code and output's end. The benchmark's own venv and cache are left out of its
+    environment: each checkout's nox makes its own."""
     argv = [_nox(), "-s", "functional", "--", *posargs]
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CHAOS_CACHE_DIR", "PYTHONPATH")}
     start = time.monotonic()
     proc = subprocess.run(argv, cwd=root, env={**env, "CHAOS_CACHE_DIR": str(cache)}, capture_output=True, text=True,
                           timeout=timeout)
-    return time.monotonic() - start, proc.returncode
+    return time.monotonic() - start, proc.returncode, (proc.stdout + proc.stderr)[-600:]
 
 
 def _job(root: Path, cache: Path, posargs: list[str]) -> float:
-    """A session that must pass (the main job, a warm-up): its wall seconds, or JobFailed."""
-    seconds, code = _session(root, cache, posargs, JOB_TIMEOUT_S)
+    """A session that must pass (the main job, a warm-up): its wall seconds, or BenchmarkFailed."""
+    seconds, code, tail = _session(root, cache, posargs, JOB_TIMEOUT_S)
     if code != 0:
-        raise JobFailed(f"nox -s functional -- {' '.join(posargs)} in {root} exited {code}")
+        raise BenchmarkFailed(f"nox -s functional -- {' '.join(posargs)} in {root} exited {code}: {tail}")
     return seconds
 
 
@@ -117,7 +114,7 @@ def suite(roots: list[Path]) -> list[Row]:
     for root, extra in ((first, []), (PROJECT_ROOT, ["-n", "2"])):
         with tempfile.TemporaryDirectory(prefix="chaos-bench-suite-") as cache:
             _job(root, Path(cache), ["--collect-only", "-q"])
-            seconds, code = _session(root, Path(cache), ["-q", *extra], SUITE_TIMEOUT_S)
+            seconds, code, _ = _session(root, Path(cache), ["-q", *extra], SUITE_TIMEOUT_S)
         rows.append({"checkout": label(root), "mode": " ".join(extra) or "serial", "seconds": seconds, "exit_code": code})
     rows[1]["per_first"] = rows[1]["seconds"] / rows[0]["seconds"]
     return rows

@@ -24,6 +24,11 @@ from runlog.reader import read_events
 Event = dict[str, Any]
 
 
+class BenchmarkFailed(RuntimeError):
+    """A process the benchmark ran to measure it failed: the message says which and shows its output's end.
+    ``python -m benchmarks`` prints it as one line and exits 1, keeping the sections it had measured."""
+
+
 @dataclass(frozen=True)
 class Sample:
     """One run of a point: its events and chaos.judge.timeline's metrics of them."""

@@ -31,6 +31,7 @@ from typing import Any
 
 from benchmarks import jobs
 from benchmarks.points import PROJECT_ROOT
+from benchmarks.runs import BenchmarkFailed
 from runlog.reader import read_events
 
 Row = dict[str, Any]
@@ -57,7 +58,7 @@ def _worker(argv_head: list[str], folder: Path, root: Path = PROJECT_ROOT) -> di
     proc = subprocess.run(argv, cwd=root, env=_env(root), capture_output=True, text=True, timeout=300)
     end = time.time()
     if proc.returncode != 0:
-        raise RuntimeError(f"benchmark worker exited {proc.returncode}: {proc.stderr[-500:]}")
+        raise BenchmarkFailed(f"benchmark worker exited {proc.returncode}: {proc.stderr[-500:]}")
     events = read_events(folder)
     first = {e["event"]: e["wall"] for e in reversed(events)}
     return {
