@@ -6,9 +6,9 @@ benchmark run, so that "before" and "after" come from the same machine at the sa
 - the main job, ``nox -s functional -- --scenario rank_killed``, with a cold baseline cache (a fresh
   ``CHAOS_CACHE_DIR``) and then a warm one (the same folder again), beside its floor: the span from the
   launch to the launcher's exit of the faulted job with its restart, read from the run's own events;
-- the suite, ``nox -s functional`` over the whole catalogue with a cold cache: serial, and ``-n 2`` as CI
-  runs it now; with ``--before``, the earlier checkout's catalogue serially as its CI ran it, beside this
-  one's ``-n 2``.
+- the suite, ``nox -s functional`` over the whole catalogue with a cold cache: serial, and on two
+  pytest-xdist workers (``-n 2``); with ``--before``, the earlier checkout's catalogue serially as its CI
+  ran it, beside this one's ``-n 2``.
 
 A checkout's first nox session builds its venv, so each is warmed up by an untimed session first.
 """
@@ -107,7 +107,7 @@ def main_job(roots: list[Path], reps: int, work: Path) -> list[Row]:
 
 def suite(roots: list[Path]) -> list[Row]:
     """The whole catalogue with cold baselines: this checkout serial and ``-n 2``, or, given an earlier
-    checkout (``roots[0]``), that one serial as its CI ran it beside this one's ``-n 2`` as CI runs it now.
+    checkout (``roots[0]``), that one serial as its CI ran it beside this one's ``-n 2``.
     A failing test is a row's exit code, not the end of the benchmark."""
     first = roots[0] if len(roots) > 1 else PROJECT_ROOT
     rows = []
