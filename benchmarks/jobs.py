@@ -26,6 +26,7 @@ from typing import Any
 
 from benchmarks.points import PROJECT_ROOT
 from benchmarks.runs import BenchmarkFailed
+from chaos.judge.timeline import compute_metrics
 from runlog.reader import read_events
 
 Row = dict[str, Any]
@@ -71,14 +72,10 @@ def _job(root: Path, cache: Path, posargs: list[str]) -> float:
 
 
 def launcher_span(root: Path) -> float | None:
-    """Launch to launcher exit of the newest ``rank_killed`` run folder under ``root/chaos-runs``."""
+    """Launch to launcher exit (the timeline's ``wall_s``) of the newest ``rank_killed`` run folder under
+    ``root/chaos-runs``."""
     folders = sorted((root / "chaos-runs").glob(f"{SCENARIO}-*"), key=lambda p: p.stat().st_mtime)
-    if not folders:
-        return None
-    events = [e for e in read_events(folders[-1]) if e["rank"] < 0]
-    launch = next((e["mono"] for e in events if e["event"] == "launch"), None)
-    end = next((e["mono"] for e in reversed(events) if e["event"] == "launcher_exit"), None)
-    return None if launch is None or end is None else end - launch
+    return compute_metrics(read_events(folders[-1])).wall_s if folders else None
 
 
 def main_job(roots: list[Path], reps: int, work: Path) -> list[Row]:
