@@ -10,7 +10,7 @@ import os
 import platform
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -87,6 +87,24 @@ def weights_digest(model: torch.nn.Module) -> str:
         h.update(name.encode())
         h.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
     return h.hexdigest()
+
+
+def agree_to_stop(components: Sequence[Component], step: int, device: torch.device) -> str | None:
+    """The step's stop vote: every rank stops at this step when any component on any rank asks to, or the ones
+    that go on would hang in the next all-reduce. Returns this rank's own reason, else ``peer_stopped``.
+
+    A signal that arrives while this rank waits in the vote's all-reduce is handled as the all-reduce returns,
+    after the rank read its reasons: so a vote to stop asks the components again, and a rank that received the
+    signal reports (and logs) it rather than only its peer's stop.
+    """
+    def reasons() -> list[str]:
+        return [r for c in components if (r := c.stop_reason(step))]
+
+    mine = reasons()
+    if not all_ranks_agree(bool(mine), device):
+        return None
+    mine = mine or reasons()
+    return mine[0] if mine else "peer_stopped"
 
 
 class StepRunner(Protocol):
@@ -253,11 +271,7 @@ class Trainer:
         interval = self.cfg.train.exit_interval
         if interval and step % interval == 0 and step < self.cfg.train.train_iters:
             return "exit_interval"
-        reasons = [r for c in self.components if (r := c.stop_reason(step))]
-        # Every rank must stop at the same step, or the ones that go on hang in the next all-reduce.
-        if all_ranks_agree(bool(reasons), self.env.device):
-            return reasons[0] if reasons else "peer_stopped"
-        return None
+        return agree_to_stop(self.components, step, self.env.device)
 
     def train_step(self, step: int) -> float:
         """One optimizer step over the global batch; returns the loss averaged over data-parallel ranks.
