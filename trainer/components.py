@@ -9,7 +9,8 @@ never through the Trainer. Call order, per process:
 - ``on_train_start`` once;
 - every step: ``before_step`` -> the step (inside ``section_start/end("step")``; for every computation and
   micro-batch ``before_forward`` -> the forward pass -> ``after_forward``, in reverse order of the
-  components so that their spans nest, then ``on_loss``) -> ``after_step`` -> ``stop_reason``;
+  components so that their spans nest, then ``on_loss``) -> ``after_step`` -> ``stop_reason`` (asked a
+  second time when the ranks' vote says stop and this rank had no reason, so asking twice must be safe);
 - saves run inside the "checkpointing" section: ``on_save(BEGIN)`` once every rank is in the save (its folder
   exists, nothing written), ``on_save(ISSUED)`` once this rank's writes are issued (a sync save's are done,
   an async save's handed to its writer), ``on_save(SEALED)`` once the save is complete (for an async save:

@@ -3,8 +3,10 @@
 A scheduler preempts a job with SIGTERM, waits a grace period, then SIGKILLs it. The handler installed
 here only records the signal: doing work in a signal handler (I/O, collectives) could deadlock the step
 it interrupts. After each step the loop asks every component for a stop reason and all-reduces the
-answer (``Trainer._stop_reason``), so when any rank received the signal every rank saves a checkpoint at
-the same step and exits cleanly, inside the grace period if the save is fast enough.
+answer (``trainer.loop.agree_to_stop``), so when any rank received the signal every rank saves a checkpoint
+at the same step and exits cleanly, inside the grace period if the save is fast enough. A signal that comes
+while the rank waits in that all-reduce is recorded as it returns; the vote then asks again, so the rank
+still reports it.
 """
 
 from __future__ import annotations
