@@ -85,7 +85,7 @@ class NodeFaults(ExternalFaults):
     def _fire(self, armed: Armed, now: float, targets: list[int]) -> None:
         fault, node = armed.fault, armed.fault.target_node
         armed.fired_at, armed.pids = now, targets
-        seen = self.last_step.get(fault.attempt)
+        seen = self._seen_at_strike(fault.attempt)
         # iteration None: a rejoin fires before its round has a step
         self.events.write(FaultInjected(fault.type, fault.fault_id, f"{node} pids {armed.pids}", seen, target_node=node))
         fault.strike(self, armed.pids)

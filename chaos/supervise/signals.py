@@ -153,15 +153,26 @@ class ExternalFaults:
 
     def tick(self) -> None:
         now = time.monotonic()
-        for attempt, step in self.steps.poll():
-            self.last_step[attempt] = max(step, self.last_step.get(attempt, 0))
-            self.attempts.ranks_in(attempt)
+        self._observe()
         self.attempt_since.setdefault(self.attempts.running(), now)
         for armed in self.armed:
             if armed.fired_at is None and not armed.missed:
                 self._try(armed, now)
             elif armed.next_at is not None and now >= armed.next_at:
                 self._follow_up(armed, now)
+
+    def _observe(self) -> None:
+        """Takes in the steps written since the last look."""
+        for attempt, step in self.steps.poll():
+            self.last_step[attempt] = max(step, self.last_step.get(attempt, 0))
+            self.attempts.ranks_in(attempt)
+
+    def _seen_at_strike(self, attempt: int) -> int | None:
+        """The newest step of `attempt` written before the fault strikes: on a loaded machine, finding the
+        targets in /proc can take a second, in which a fast run goes on by several steps (the fault's
+        ``iteration`` names where the run was when it struck, not when the fault became due)."""
+        self._observe()
+        return self.last_step.get(attempt)
 
     def _try(self, armed: Armed, now: float) -> None:
         """Fire a due fault at its targets once they are all there; give it up past the wait."""
@@ -207,7 +218,7 @@ class ExternalFaults:
         armed.fired_at, armed.pids = now, targets
         self.events.write(FaultInjected(
             fault.type, fault.fault_id, f"{fault.target or 'ranks'} pids {armed.pids}",
-            self.last_step.get(fault.attempt), target_rank=fault.rank, attempt=fault.attempt, params=fault.params(),
+            self._seen_at_strike(fault.attempt), target_rank=fault.rank, attempt=fault.attempt, params=fault.params(),
         ))
         fault.fire(armed, self, now)
 

@@ -189,7 +189,7 @@ class SlurmFaults(ExternalFaults):
         fault = armed.fault
         armed.fired_at = now
         argv = fault.argv(self)
-        self.events.write(FaultInjected(fault.type, fault.fault_id, " ".join(argv), self.last_step.get(fault.attempt), attempt=fault.attempt))
+        self.events.write(FaultInjected(fault.type, fault.fault_id, " ".join(argv), self._seen_at_strike(fault.attempt), attempt=fault.attempt))
         done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
         self.events.write(SlurmCommand(argv, done.returncode, (done.stdout + done.stderr).strip()[-300:]))
 

@@ -67,7 +67,7 @@ class NodeWatch(ExternalFaults):
     def _fire(self, armed: Armed, now: float, targets: list[int]) -> None:
         fault = armed.fault
         armed.fired_at, armed.pids = now, targets
-        iteration = self.last_step.get(fault.attempt)
+        iteration = self._seen_at_strike(fault.attempt)
         self.events.write(FaultInjected(
             fault.type, fault.fault_id, f"{self.node} pids {armed.pids}", iteration, target_node=self.node, attempt=fault.attempt,
         ))

@@ -96,6 +96,32 @@ def test_a_due_fault_waits_for_its_rank_and_fires_at_it(run_logs, tmp_path: Path
     assert [e["detail"] for e in injected] == [f"ranks pids [{target.pid}]"]
 
 
+def test_a_fault_names_the_step_the_run_was_at_when_it_struck(
+    run_logs, tmp_path: Path, workers: Workers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finding the targets in /proc took 1.3 s on a loaded machine, in which a fast run went on from its trigger
+    step 6 to its end: the fault's iteration is where the run was when it struck, not its trigger."""
+    target = workers.start(0)
+    wait_until_marked(workers.run_id, 1)
+    rank = run_logs.rank(0, attempt=0)
+    real = signals.worker_pids
+
+    def slow_scan(*args, **kwargs):
+        found = real(*args, **kwargs)
+        for step in (4, 5, 6):
+            rank.emit("step", iteration=step, loss=1.0)
+        return found
+
+    monkeypatch.setattr(signals, "worker_pids", slow_scan)
+    fault = Sigkill(fault_id="f0", rank=0, attempt=0, at_step=3, delay_s=None, ranks=None, target=None)
+    faults = ExternalFaults([fault], run_logs.runner(), AttemptTracker(), workers.run_id, EventSteps(tmp_path), world_size=1)
+    for step in (1, 2, 3):
+        rank.emit("step", iteration=step, loss=1.0)
+    faults.tick()
+    assert target.wait(5) == -9
+    assert [e["iteration"] for e in events(tmp_path) if e["event"] == "fault_injected"] == [6]
+
+
 def test_a_worker_of_the_round_before_is_not_a_target(run_logs, tmp_path: Path, workers: Workers) -> None:
     """After a restart line, the dying workers of round 0 are still there for a moment: round 1's are wanted."""
     old = workers.start(1, round_=0)
