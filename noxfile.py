@@ -49,8 +49,9 @@ def functional(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """unit, functional, then the Slurm jobs (as `slurm` below), in one environment: what CI runs. The
     catalogue runs serially: on two workers it takes 0.75x the time, but there a fault the runner fires on
-    a step it reads from the events came 1.3 s late, past its scenario's window (docs/performance.md §5). The Slurm tests come last: the
-    functional session has cached the fault-free baselines of the catalogue they run."""
+    a step it reads from the events came 1.3 s late, past its scenario's window (docs/performance.md §5).
+    The Slurm tests come last: the functional session has cached the fault-free baselines of the catalogue
+    they run."""
     install_project(session)
     session.run("pytest", "tests/unit", "tests/gpu", "-n", "2")
     session.run(
