@@ -49,6 +49,11 @@ class RunFolder:
         """The fault plan every rank reads (chaos/schema/plan.py)."""
         return self.root / "plan.json"
 
+    def struck(self, fault_id: str) -> Path:
+        """An empty file the supervisor writes once it has struck the planned fault `fault_id`, or given it up:
+        our trainer's ranks wait at such a fault's step until it is there (chaos/hooks/injector.py)."""
+        return self.root / "struck" / fault_id
+
     @property
     def ft_config(self) -> Path:
         """ft_launcher's ``--ft-cfg-path`` file: the fault-tolerance options the run used."""

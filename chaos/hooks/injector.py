@@ -3,7 +3,14 @@
 Loaded by the trainer only when its config names this component (``fault_injection.component``) and a plan
 (``fault_injection.plan``): a run that is not armed never imports this module. It sees the trainer through
 its Component hooks alone, and reads the plan without the scenario schema. The faults are its rank's kinds
-of chaos/hooks/faults.py; signal and node faults are the supervisor's (chaos/supervise).
+of chaos/hooks/faults.py; signal, node and Slurm faults are the supervisor's (chaos/supervise).
+
+The supervisor's faults with an ``at_step`` are exact too: every rank waits after that step (its ``step``
+event written) until the supervisor has struck the fault or given it up (``RunFolder.struck``), as torchft
+holds a replica at a (rank, step) seam. The supervisor learns the step from the events and finds its targets
+in /proc; on a loaded machine that took over a second, in which a fast run went on past the checkpoint the
+scenario's window ended at, or to its end. The wait is bounded by ``HOLD_S``, below the heartbeat timeouts a
+scenario sets, so the monitor never mistakes it for a hang: past it the rank goes on, as without the wait.
 """
 
 from __future__ import annotations
@@ -17,13 +24,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chaos.hooks.faults import RANK_FAULTS, RankFault, Slowdown
-from chaos.schema.plan import PlannedFault, read_plan
+from chaos.schema.plan import PlannedFault, others, read_plan
+from runlog.layout import RunFolder
 from runlog.log import EventLog
 from runlog.records import FaultInjected, FaultMissed
 from trainer.components import CheckpointCandidate, CommHook, Component, LoadPhase, SavePhase, TrainContext
 
 if TYPE_CHECKING:
     import torch
+
+HOLD_S = 2.0
+"""The longest a rank waits at a supervisor fault's step: the runner strikes in 0.1-1.3 s (quiet to loaded
+2-core machine), and NVRx's heartbeat timeouts in the catalogue are 3 s and more."""
+POLL_S = 0.005
 
 
 class FaultInjector(Component):
@@ -37,6 +50,9 @@ class FaultInjector(Component):
         self.faults: list[RankFault] = [
             f for f in read_plan(plan, RANK_FAULTS) if f.rank == events.rank and f.fires_in(events.attempt)
         ]
+        self.awaited = [f for f in others(plan, RANK_FAULTS) if f.at_step is not None and f.attempt == events.attempt]
+        """The supervisor's step-triggered faults of this attempt, which every rank waits at."""
+        self.folder = RunFolder(Path(plan).parent)
         self.ctx: TrainContext | None = None
         self.in_flight: set[int] = set()
         self._step = 0
@@ -99,6 +115,18 @@ class FaultInjector(Component):
 
     def after_step(self, iteration: int, loss: float) -> None:
         self._iteration = iteration
+        due = [f for f in self.awaited if f.at_step <= iteration]
+        if due:
+            self.awaited = [f for f in self.awaited if f.at_step > iteration]
+            self._wait_for_strikes(due)
+
+    def _wait_for_strikes(self, faults: list[PlannedFault]) -> None:
+        """Until the supervisor has struck (or given up) each of `faults`, at most HOLD_S. A signal that comes
+        meanwhile is handled here, so the stop vote right after this hook sees it."""
+        deadline = time.monotonic() + HOLD_S
+        marks = [self.folder.struck(f.fault_id) for f in faults]
+        while not all(m.exists() for m in marks) and time.monotonic() < deadline:
+            time.sleep(POLL_S)
 
     def on_save(self, phase: SavePhase, iteration: int) -> None:
         if phase is SavePhase.ISSUED and self.ctx is not None and self.ctx.async_saves:

@@ -91,6 +91,14 @@ def read_plan(path: str | Path, kinds: Iterable[type[K]]) -> list[K]:
     ]
 
 
+def others(path: str | Path, kinds: Iterable[type[PlannedFault]]) -> list[PlannedFault]:
+    """The plan's faults not of `kinds` (the other sides'), as whom and when alone: what a rank needs to
+    know of the supervisor's faults (it waits at their steps, chaos/hooks/injector.py)."""
+    own = {kind.type for kind in kinds}
+    base = [f.name for f in dataclasses.fields(PlannedFault)]
+    return [PlannedFault(**{k: record[k] for k in base}) for record in plan_records(path) if record["type"] not in own]
+
+
 INJECTOR = "chaos"
 """The trainer component that fires a plan's faults inside the ranks (entry point group trainer.components)."""
 

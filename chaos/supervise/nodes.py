@@ -61,7 +61,7 @@ class NodeFaults(ExternalFaults):
 
     def __init__(self, faults: list[PlannedFault], launch: Launch, spares: int, world_size: int):
         spec = launch.spec
-        super().__init__([], launch.events, launch.attempts, spec.run_id, EventSteps(spec.run_dir), world_size)
+        super().__init__([], launch.events, launch.attempts, spec.run_id, EventSteps(spec.run_dir), world_size, run_dir=spec.run_dir)
         self.armed = [Armed(f) for f in faults if isinstance(f, NodeFault)]
         self.launch, self.spares = launch, spares
         self.node_size = world_size // spec.nodes

@@ -177,7 +177,7 @@ def execute(scenario: Scenario, run_dir: Path, seed: int, progress: Callable[[st
     events = EventLog(run_dir, "launcher", rank=-1, attempt=attempts.launcher)
     view = ProgressView(run_dir, progress) if progress else None
     steps = observed_steps(scenario, run_dir, attempts)
-    external = ExternalFaults(plan, events, attempts, run_dir.name, steps, scenario.world_size)
+    external = ExternalFaults(plan, events, attempts, run_dir.name, steps, scenario.world_size, run_dir=run_dir)
 
     def tick() -> None:
         external.tick()

@@ -40,6 +40,7 @@ from chaos.supervise.faults import Armed, SignalFault
 from chaos.supervise.procs import alive, group_alive, launcher_pid, proc_environ, session_pids, worker_pids
 from runlog import names
 from runlog.env import RUN_ID_VAR
+from runlog.layout import RunFolder
 from runlog.log import EventLog
 from runlog.reader import EventTail
 from runlog.records import FaultInjected, FaultMissed, ObservedStep, SignalSent
@@ -141,9 +142,10 @@ class ExternalFaults:
 
     def __init__(
         self, faults: list[PlannedFault], events: EventLog, attempts: AttemptTracker, run_id: str,
-        steps: StepSource, world_size: int | None = None,
+        steps: StepSource, world_size: int | None = None, *, run_dir: Path,
     ):
         self.events, self.attempts, self.run_id, self.steps = events, attempts, run_id, steps
+        self.folder = RunFolder(run_dir)
         self.world_size = world_size
         """The ranks a signal fault aimed at all of them waits for; the subclasses that fire other kinds
         (node, Slurm) leave it out."""
@@ -187,6 +189,7 @@ class ExternalFaults:
         targets = self._targets(fault)
         if targets is not None:
             self._fire(armed, now, targets)
+            self._struck(fault)
         elif now - armed.due_since > TARGET_WAIT_S:
             self._miss(armed, f"no process of {self._wanted(fault)} within {TARGET_WAIT_S:g} s of its trigger")
 
@@ -228,6 +231,13 @@ class ExternalFaults:
             fault.type, fault.fault_id, reason, target_rank=fault.rank, attempt=fault.attempt,
             target_node=getattr(fault, "target_node", None),
         ))
+        self._struck(fault)
+
+    def _struck(self, fault: PlannedFault) -> None:
+        """Lets the ranks that wait at the fault's step go on (chaos/hooks/injector.py): it is struck, or given up."""
+        mark = self.folder.struck(fault.fault_id)
+        mark.parent.mkdir(exist_ok=True)
+        mark.touch()
 
     def _follow_up(self, armed: Armed, now: float) -> None:
         armed.fault.follow_up(armed, self, now)

@@ -175,7 +175,7 @@ class SlurmFaults(ExternalFaults):
     faults (a step of their attempt, seen in the shared folder's events, or `after_s` into it)."""
 
     def __init__(self, faults: list[PlannedFault], events: EventLog, attempts: AttemptTracker, run_dir: Path, job_id: str):
-        super().__init__([], events, attempts, f"chaos-{job_id}", EventSteps(run_dir))
+        super().__init__([], events, attempts, f"chaos-{job_id}", EventSteps(run_dir), run_dir=run_dir)
         self.armed = [Armed(f) for f in faults if isinstance(f, SlurmFault)]
         self.job_id = job_id
 

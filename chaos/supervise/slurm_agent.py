@@ -54,7 +54,7 @@ class NodeWatch(ExternalFaults):
         plan = RunFolder(run_dir).plan
         mine = [f for f in read_plan(plan, NODE_FAULTS) if f.target_node == node] if plan.is_file() else []
         events = EventLog(run_dir, f"watch-{node}", rank=-1, attempt=attempts.running)
-        super().__init__([], events, attempts, os.environ[RUN_ID_VAR], EventSteps(run_dir))
+        super().__init__([], events, attempts, os.environ[RUN_ID_VAR], EventSteps(run_dir), run_dir=run_dir)
         self.armed = [Armed(f) for f in mine if f.attempt >= base]  # an earlier launch fired the others
         self.node, self.lost = node, False
 

@@ -226,3 +226,37 @@ def test_a_fault_during_the_load_kills_while_the_checkpoint_is_read(injector, tm
 def test_only_a_collective_hang_asks_for_the_communication_hook(injector) -> None:
     assert injector([{"type": "rank_killed", "rank": 1, "at_step": 3}]).comm_hook() is None
     assert injector([{"type": "collective_hang", "rank": 1, "at_step": 3}]).comm_hook() is not None
+
+
+def test_every_rank_waits_at_a_supervisor_fault_step_until_it_is_struck(
+    injector, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The runner strikes a SIGTERM of step 4 once it has read the step and found the pids; the rank goes on
+    only after that (or after HOLD_S), and not at any other step or attempt."""
+    import threading
+
+    from chaos.hooks import injector as module
+    from runlog.layout import RunFolder
+
+    faults = [{"type": "sigterm", "target": "all", "at_step": 4, "grace_s": 5}]
+    assert injector(faults, attempt=1).awaited == [], "a fault of attempt 0 does not hold attempt 1"
+    rank = injector(faults)
+    mark = RunFolder(tmp_path).struck("f0")
+    rank.after_step(3, 1.0)
+    assert not mark.exists()
+
+    def strike() -> None:
+        time.sleep(0.3)
+        mark.parent.mkdir(exist_ok=True)
+        mark.touch()
+
+    threading.Thread(target=strike).start()
+    rank.after_step(4, 1.0)
+    assert mark.exists(), "the rank went on before the fault was struck"
+    assert rank.awaited == [], "it waits once"
+
+    mark.unlink()
+    monkeypatch.setattr(module, "HOLD_S", 0.1)
+    unstruck = injector([{"type": "sigkill", "rank": 0, "at_step": 2}])
+    unstruck.after_step(2, 1.0)  # f0 of this plan is not struck: the rank goes on after HOLD_S
+    assert unstruck.awaited == []

@@ -62,7 +62,7 @@ def test_a_signal_fault_fires_in_an_attempt_only_the_ranks_number(run_logs, tmp_
     wait_until_marked(workers.run_id, 2)
     fault = Sigterm(fault_id="f0", rank=None, attempt=1, at_step=3, delay_s=None, ranks=None, target="all", grace_s=5)
     attempts = AttemptTracker()
-    faults = ExternalFaults([fault], run_logs.runner(), attempts, workers.run_id, EventSteps(tmp_path), world_size=2)
+    faults = ExternalFaults([fault], run_logs.runner(), attempts, workers.run_id, EventSteps(tmp_path), world_size=2, run_dir=tmp_path)
     first = run_logs.rank(0, attempt=0)
     for step in (1, 2, 3):
         first.emit("step", iteration=step, loss=1.0)
@@ -76,11 +76,12 @@ def test_a_signal_fault_fires_in_an_attempt_only_the_ranks_number(run_logs, tmp_
     assert [(e["attempt"], e["iteration"], e["target"], e["grace_s"]) for e in injected] == [(1, 3, "all", 5)]
     assert sorted(e["target"] for e in events(tmp_path) if e["event"] == "signal_sent") == sorted(p.pid for p in procs)
     assert [p.wait(5) for p in procs] == [-15, -15]
+    assert (tmp_path / "struck" / "f0").is_file(), "the ranks waiting at step 3 may go on"
 
 
 def test_a_due_fault_waits_for_its_rank_and_fires_at_it(run_logs, tmp_path: Path, workers: Workers) -> None:
     fault = Sigkill(fault_id="f0", rank=1, attempt=0, at_step=None, delay_s=0.0, ranks=None, target=None)
-    faults = ExternalFaults([fault], run_logs.runner(), AttemptTracker(), workers.run_id, EventSteps(tmp_path), world_size=2)
+    faults = ExternalFaults([fault], run_logs.runner(), AttemptTracker(), workers.run_id, EventSteps(tmp_path), world_size=2, run_dir=tmp_path)
     faults.tick()
     assert faults.armed[0].due_since is not None and faults.armed[0].fired_at is None, "nothing to fire at yet"
     workers.start(0)
@@ -114,7 +115,7 @@ def test_a_fault_names_the_step_the_run_was_at_when_it_struck(
 
     monkeypatch.setattr(signals, "worker_pids", slow_scan)
     fault = Sigkill(fault_id="f0", rank=0, attempt=0, at_step=3, delay_s=None, ranks=None, target=None)
-    faults = ExternalFaults([fault], run_logs.runner(), AttemptTracker(), workers.run_id, EventSteps(tmp_path), world_size=1)
+    faults = ExternalFaults([fault], run_logs.runner(), AttemptTracker(), workers.run_id, EventSteps(tmp_path), world_size=1, run_dir=tmp_path)
     for step in (1, 2, 3):
         rank.emit("step", iteration=step, loss=1.0)
     faults.tick()
@@ -130,7 +131,7 @@ def test_a_worker_of_the_round_before_is_not_a_target(run_logs, tmp_path: Path, 
     attempts.joined("launcher", 0)
     attempts.restarted("launcher")
     fault = Sigkill(fault_id="f0", rank=1, attempt=1, at_step=None, delay_s=0.0, ranks=None, target=None)
-    faults = ExternalFaults([fault], run_logs.runner(), attempts, workers.run_id, EventSteps(tmp_path), world_size=2)
+    faults = ExternalFaults([fault], run_logs.runner(), attempts, workers.run_id, EventSteps(tmp_path), world_size=2, run_dir=tmp_path)
     faults.tick()
     assert faults.armed[0].fired_at is None and old.poll() is None
     new = workers.start(1, round_=1)
@@ -145,11 +146,11 @@ def test_a_fault_whose_target_never_appears_is_missed_not_injected(
     monkeypatch.setattr(signals, "TARGET_WAIT_S", 0.2)
     late = Sigkill(fault_id="f0", rank=1, attempt=0, at_step=None, delay_s=0.0, ranks=None, target=None)
     ended = Sigkill(fault_id="f1", rank=0, attempt=0, at_step=None, delay_s=0.0, ranks=None, target=None)
-    faults = ExternalFaults([late], run_logs.runner(), AttemptTracker(), workers.run_id, EventSteps(tmp_path), world_size=2)
+    faults = ExternalFaults([late], run_logs.runner(), AttemptTracker(), workers.run_id, EventSteps(tmp_path), world_size=2, run_dir=tmp_path)
     faults.tick()
     time.sleep(0.3)
     faults.tick()
-    at_end = ExternalFaults([ended], run_logs.runner(), AttemptTracker(), workers.run_id, EventSteps(tmp_path), world_size=2)
+    at_end = ExternalFaults([ended], run_logs.runner(), AttemptTracker(), workers.run_id, EventSteps(tmp_path), world_size=2, run_dir=tmp_path)
     at_end.tick()
     at_end.close()
     missed = [(e["event"], e["fault_id"], e["target_rank"], e["reason"]) for e in events(tmp_path)]
@@ -157,6 +158,7 @@ def test_a_fault_whose_target_never_appears_is_missed_not_injected(
         ("fault_missed", "f0", 1, "no process of rank 1 within 0.2 s of its trigger"),
         ("fault_missed", "f1", 0, "the run ended before rank 0 had a process"),
     ]
+    assert sorted(p.name for p in (tmp_path / "struck").iterdir()) == ["f0", "f1"], "a missed fault holds no rank"
 
 
 def test_worker_pids_ignore_processes_of_other_runs() -> None:
