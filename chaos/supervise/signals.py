@@ -20,6 +20,10 @@ every rank of the world for ``all``, each a worker of the launcher round the run
 of the round before; for ``launcher``, the launcher), and fires when they are all there. A fault whose
 targets do not appear within ``TARGET_WAIT_S``, or before its attempt or the run ends, is not injected:
 the runner writes ``fault_missed`` with the reason, and the run fails (chaos/judge/verdicts.py).
+
+Once a fault is struck or given up, ``_struck`` marks it in the run folder (``struck/<fault_id>``): our
+trainer's ranks wait after an ``at_step`` fault's step until that mark is there (chaos/hooks/injector.py), so
+the fault strikes at its step however long the look in /proc took.
 """
 
 from __future__ import annotations
