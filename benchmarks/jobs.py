@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.catalogue import run_times, totals
 from benchmarks.points import PROJECT_ROOT
 from benchmarks.runs import BenchmarkFailed
 from chaos.judge.timeline import compute_metrics
@@ -111,7 +112,12 @@ def suite(roots: list[Path]) -> list[Row]:
     for root, extra in ((first, []), (PROJECT_ROOT, ["-n", "2"])):
         with tempfile.TemporaryDirectory(prefix="chaos-bench-suite-") as cache:
             _job(root, Path(cache), ["--collect-only", "-q"])
+            since = time.time()
             seconds, code, _ = _session(root, Path(cache), ["-q", *extra], SUITE_TIMEOUT_S)
-        rows.append({"checkout": label(root), "mode": " ".join(extra) or "serial", "seconds": seconds, "exit_code": code})
+            split = totals(run_times([root / "chaos-runs", Path(cache)], since))
+        row = {"checkout": label(root), "mode": " ".join(extra) or "serial", "seconds": seconds, "exit_code": code}
+        for part in split:  # where the time of its scenario runs and baselines went (benchmarks/catalogue.py)
+            row.update({f"{part['runs']}_{k}": v for k, v in part.items() if k.endswith("_s") or k == "count"})
+        rows.append(row)
     rows[1]["per_first"] = rows[1]["seconds"] / rows[0]["seconds"]
     return rows

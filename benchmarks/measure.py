@@ -53,6 +53,49 @@ class StartCost:
         return self.launch_to_run_start + self.run_start_to_first_step
 
 
+@dataclass(frozen=True)
+class TimeSplit:
+    """A whole run, first launch → last launcher exit, in parts that sum to its wall time: where a scenario's
+    time goes (issue 18)."""
+
+    wall: float
+    attempts: int
+    startup: float
+    """Each attempt's start (a launch, the launcher's restart line, or the end of the attempt before, in
+    process) → its rank-0 run_start: process spawn, Python and torch imports, rendezvous, process group; after
+    a restart line also the launcher stopping the old workers (a SIGSTOPped rank ignores SIGTERM until the
+    launcher's SIGKILL, twice its ``--term-timeout`` later under NVRx 0.4)."""
+    build: float
+    """Each attempt's run_start → its first step: components, model, DDP, optimizer, checkpoint load."""
+    steps: float
+    """Rank 0's own step times, summed."""
+
+    @property
+    def waits(self) -> float:
+        """The rest: detection and its timeouts, teardown, saves, exits, the launcher's own end."""
+        return self.wall - self.startup - self.build - self.steps
+
+
+def time_split(events: list[Event]) -> TimeSplit | None:
+    """The run's :class:`TimeSplit` from its ordered events; None for a run that never launched."""
+    starts = [e["mono"] for e in events if e["rank"] < 0 and e["event"] in ("launch", "restart")]
+    if not starts:
+        return None
+    ends = [e["mono"] for e in events if e["rank"] < 0 and e["event"] == "launcher_exit"]
+    startup = build = 0.0
+    attempts = sorted({e["attempt"] for e in events if _rank0("run_start")(e)})
+    for attempt in attempts:
+        run_start = _first(events, _rank0("run_start", attempt=attempt))
+        before = [t for t in starts if t <= run_start["mono"]]
+        before += [e["mono"] for e in events if e["rank"] == 0 and e["attempt"] < attempt and e["mono"] <= run_start["mono"]]
+        startup += run_start["mono"] - max(before, default=run_start["mono"])
+        step = _first(events, _rank0("step", attempt=attempt))
+        build += 0.0 if step is None else step["mono"] - (step.get("step_time") or 0.0) - run_start["mono"]
+    steps = sum(e["step_time"] for e in events if _rank0("step")(e) and e.get("step_time") is not None)
+    end = max(ends) if ends else events[-1]["mono"]
+    return TimeSplit(end - starts[0], len(attempts), startup, build, steps)
+
+
 def _first(events: list[Event], pred: Callable[[Event], bool]) -> Event | None:
     return next((e for e in events if pred(e)), None)
 

@@ -105,3 +105,38 @@ def test_before_must_be_a_checkout_of_this_project(tmp_path, capsys) -> None:
         parse_args(["--before", str(tmp_path)])
     assert exit_info.value.code == 2
     assert f"--before: {tmp_path} is not a checkout of this project" in capsys.readouterr().err
+
+
+def test_time_split_parts_sum_to_the_runs_wall_time():
+    """Launch 100.0 → run_start 100.5 → steps from 101.0; restart line 102.1 → run_start 103.0 → the resumed
+    step from 103.4; launcher exit 105.5."""
+    split = measure.time_split(rank_killed_story())
+    assert split is not None
+    assert (split.wall, split.attempts) == (pytest.approx(5.5), 2)
+    assert split.startup == pytest.approx(0.5 + 0.9)
+    assert split.build == pytest.approx(0.4 + 0.4)  # run_start → the first step's start, in each attempt
+    assert split.steps == pytest.approx(0.7)  # seven rank-0 steps of 0.1 s
+    assert split.startup + split.build + split.steps + split.waits == pytest.approx(split.wall)
+    assert measure.time_split([ev("step", 1.0, iteration=1, loss=1.0, step_time=0.1)]) is None, "never launched"
+
+
+def test_the_catalogue_split_reads_run_folders_and_baselines(tmp_path, capsys):
+    """Real event files in a runs folder and a baseline cache, read by the command a user runs."""
+    import json
+
+    from benchmarks import catalogue
+
+    for folder in (tmp_path / "runs" / "rank_killed-20261202-030000-abcdef", tmp_path / "cache" / "baselines" / "0123abcd"):
+        (folder / "events").mkdir(parents=True)
+        lines = [json.dumps(e) for e in rank_killed_story()]
+        (folder / "events" / "all.jsonl").write_text("\n".join(lines) + "\n")
+    times = catalogue.run_times([tmp_path / "runs", tmp_path / "cache"])
+    assert sorted((t.name, t.baseline) for t in times) == [("0123abcd", True), ("rank_killed", False)]
+    scenarios, baselines = catalogue.totals(times)
+    assert (scenarios["count"], scenarios["attempts"], baselines["count"]) == (1, 2, 1)
+    assert scenarios["wall_s"] == pytest.approx(5.5)
+    assert catalogue.main([str(tmp_path / "runs"), "--top", "1"]) == 0
+    assert "| rank_killed | 2 | 5.5 |" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as bad:
+        catalogue.main([str(tmp_path / "nowhere")])
+    assert bad.value.code == 2 and "not a folder" in capsys.readouterr().err
