@@ -1,11 +1,11 @@
 """Where a catalogue run's time went, per scenario, from the run folders it left (issue 18).
 
-    python -m benchmarks.catalogue chaos-runs [.chaos-cache/baselines] [--since EPOCH] [--top N]
+    python -m benchmarks.catalogue chaos-runs [--baselines .chaos-cache/baselines] [--since EPOCH] [--top N]
 
 Every folder below the given ones that holds an event log is a run: its wall time (first launch to the last
-launcher exit) split into start-up, build, the trainer's own steps and the rest (``measure.TimeSplit``).
-A run folder of the cache (a baseline) is counted as a baseline. It prints the totals and the runs with the
-most wall time as a markdown table; it reads the folders and writes nothing.
+launcher exit) split into start-up, build, the trainer's own steps and the rest (``measure.TimeSplit``);
+those below ``--baselines`` (the baseline cache, CHAOS_CACHE_DIR) are the fault-free baselines. It prints the
+totals and the runs with the most wall time as markdown tables; it reads the folders and writes nothing.
 """
 
 from __future__ import annotations
@@ -36,17 +36,17 @@ def run_folders(root: Path, since: float = 0.0) -> list[Path]:
     return sorted(f for f in found if RunFolder(f).events.stat().st_mtime >= since)
 
 
-def run_times(roots: list[Path], since: float = 0.0) -> list[RunTime]:
-    """Each readable run folder's split; a folder whose log is damaged, or that never launched, is left out."""
+def run_times(runs: list[Path], baselines: list[Path], since: float = 0.0) -> list[RunTime]:
+    """Each readable run folder's split, under `runs` (scenario runs) and `baselines` (baseline caches); a
+    folder whose log is damaged, or that never launched, is left out."""
     times = []
-    for root in roots:
-        for folder in run_folders(root, since):
+    for roots, baseline in ((runs, False), (baselines, True)):
+        for folder in (f for root in roots for f in run_folders(root, since)):
             try:
                 split = time_split(read_events(folder))
             except (MalformedEvents, RunFolderError, OSError):
                 continue
             if split is not None:
-                baseline = "baselines" in folder.parts
                 name = folder.name if baseline else folder.name.rsplit("-", 3)[0]
                 times.append(RunTime(name, baseline, split))
     return times
@@ -74,14 +74,16 @@ def slowest(times: list[RunTime], top: int) -> list[Row]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.catalogue", description=__doc__.splitlines()[0])
-    parser.add_argument("folders", nargs="+", type=Path, help="run folders, or folders of them (chaos-runs, the baseline cache)")
+    parser.add_argument("folders", nargs="+", type=Path, help="scenario run folders, or folders of them (chaos-runs)")
+    parser.add_argument("--baselines", type=Path, action="append", default=[], metavar="DIR",
+                        help="a baseline cache (CHAOS_CACHE_DIR, by default .chaos-cache/baselines); may repeat")
     parser.add_argument("--since", type=float, default=0.0, help="only runs whose events were written after this Unix time")
     parser.add_argument("--top", type=int, default=20, help="how many of the longest runs to list (default 20)")
     args = parser.parse_args(argv)
-    missing = [str(f) for f in args.folders if not f.is_dir()]
+    missing = [str(f) for f in [*args.folders, *args.baselines] if not f.is_dir()]
     if missing:
         parser.error(f"not a folder: {', '.join(missing)}")
-    times = run_times(args.folders, args.since)
+    times = run_times(args.folders, args.baselines, args.since)
     if not times:
         parser.error(f"no run folder with an event log under {', '.join(map(str, args.folders))}")
     print(markdown_table(totals(times)))

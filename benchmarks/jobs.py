@@ -114,7 +114,7 @@ def suite(roots: list[Path]) -> list[Row]:
             _job(root, Path(cache), ["--collect-only", "-q"])
             since = time.time()
             seconds, code, _ = _session(root, Path(cache), ["-q", *extra], SUITE_TIMEOUT_S)
-            split = totals(run_times([root / "chaos-runs", Path(cache)], since))
+            split = totals(run_times([root / "chaos-runs"], [Path(cache)], since))
         row = {"checkout": label(root), "mode": " ".join(extra) or "serial", "seconds": seconds, "exit_code": code}
         for part in split:  # where the time of its scenario runs and baselines went (benchmarks/catalogue.py)
             row.update({f"{part['runs']}_{k}": v for k, v in part.items() if k.endswith("_s") or k == "count"})

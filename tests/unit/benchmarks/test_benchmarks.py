@@ -126,17 +126,18 @@ def test_the_catalogue_split_reads_run_folders_and_baselines(tmp_path, capsys):
 
     from benchmarks import catalogue
 
-    for folder in (tmp_path / "runs" / "rank_killed-20261202-030000-abcdef", tmp_path / "cache" / "baselines" / "0123abcd"):
+    for folder in (tmp_path / "runs" / "rank_killed-20261202-030000-abcdef", tmp_path / "cache" / "0123abcd"):
         (folder / "events").mkdir(parents=True)
         lines = [json.dumps(e) for e in rank_killed_story()]
         (folder / "events" / "all.jsonl").write_text("\n".join(lines) + "\n")
-    times = catalogue.run_times([tmp_path / "runs", tmp_path / "cache"])
+    times = catalogue.run_times([tmp_path / "runs"], [tmp_path / "cache"])
     assert sorted((t.name, t.baseline) for t in times) == [("0123abcd", True), ("rank_killed", False)]
     scenarios, baselines = catalogue.totals(times)
     assert (scenarios["count"], scenarios["attempts"], baselines["count"]) == (1, 2, 1)
     assert scenarios["wall_s"] == pytest.approx(5.5)
-    assert catalogue.main([str(tmp_path / "runs"), "--top", "1"]) == 0
-    assert "| rank_killed | 2 | 5.5 |" in capsys.readouterr().out
+    assert catalogue.main([str(tmp_path / "runs"), "--baselines", str(tmp_path / "cache"), "--top", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "| baselines | 1 | 2 | 5.5 |" in out and "| rank_killed | 2 | 5.5 |" in out
     with pytest.raises(SystemExit) as bad:
         catalogue.main([str(tmp_path / "nowhere")])
     assert bad.value.code == 2 and "not a folder" in capsys.readouterr().err
