@@ -117,7 +117,7 @@ def measure(shape: Shape, mode: str, env: Any, warmup: int, timed: int, keep_wei
 
     from runlog.log import EventLog
     from trainer.config_loader import load_config
-    from trainer.loop import Trainer, adam_kernel
+    from trainer.loop import Trainer, adam_fused
 
     cuda = env.device.type == "cuda"
     reset_determinism()
@@ -146,7 +146,7 @@ def measure(shape: Shape, mode: str, env: Any, warmup: int, timed: int, keep_wei
         dense, attn = flops_per_token(m.num_layers, m.hidden_size, m.ffn_hidden_size, m.vocab_size, m.seq_length)
         step_s = statistics.median(times[warmup:])
         tokens_per_s = cfg.train.global_batch(env.world_size) * m.seq_length / step_s
-        adam = "fused" if adam_kernel(cfg.optimizer, env.device)["fused"] else "for_loop"
+        adam = "fused" if adam_fused(cfg.optimizer, env.device) else "for_loop"
         row = {
             "shape": shape.name, "mode": mode, "attention": attention, "adam": adam,
             "torch_det": torch.are_deterministic_algorithms_enabled(),

@@ -288,7 +288,7 @@ class Checkpointer:
             os.fsync(f.fileno())
 
     def _checkpoint_group(self) -> dist.ProcessGroup:
-        # DCP's background collectives must not interleave with DDP's all-reduces on the training group:
+        # DCP's background collectives must not interleave with the gradient all-reduces on the training group:
         # on gloo that deadlocks (measured), so async saves get a group of their own.
         if self._ckpt_group is None:
             self._ckpt_group = dist.new_group(backend="gloo")

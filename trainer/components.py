@@ -9,7 +9,8 @@ never through the Trainer. Call order, per process:
 - ``on_train_start`` once;
 - every step: ``before_step`` -> the step (inside ``section_start/end("step")``; for every computation and
   micro-batch ``before_forward`` -> the forward pass -> ``after_forward``, in reverse order of the
-  components so that their spans nest, then ``on_loss``) -> ``after_step`` -> ``stop_reason`` (asked a
+  components so that their spans nest, then ``on_loss``; after the last backward, ``before_grad_reduce`` for
+  each gradient buffer, right before its all-reduce) -> ``after_step`` -> ``stop_reason`` (asked a
   second time when the ranks' vote says stop and this rank had no reason, so asking twice must be safe);
 - saves run inside the "checkpointing" section: ``on_save(BEGIN)`` once every rank is in the save (its folder
   exists, nothing written), ``on_save(ISSUED)`` once this rank's writes are issued (a sync save's are done,
@@ -21,13 +22,11 @@ never through the Trainer. Call order, per process:
   ``on_local_save(WRITING)`` inside this rank's write (its file open, its tensor data not yet written), and
   ``on_local_save(SEALED)`` once it is complete on every rank;
 - ``close`` once at the end, also after an error.
-
-A component may also supply DDP's communication hook (``comm_hook``): one component at most.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -35,7 +34,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import torch
-    import torch.distributed as dist
 
 
 class SavePhase(str, Enum):
@@ -75,9 +73,6 @@ class TrainContext:
     async_saves: bool
 
 
-CommHook = Callable[[Any, "dist.GradBucket"], "torch.futures.Future[torch.Tensor]"]
-"""DDP's communication hook: (state, bucket) -> a future of the reduced bucket."""
-
 
 class Component:
     """Base with no-op hooks; a component overrides the hooks it needs."""
@@ -110,9 +105,9 @@ class Component:
         """A reason to save and stop after this step, or None to go on."""
         return None
 
-    def comm_hook(self) -> CommHook | None:
-        """DDP's gradient communication hook, when this component supplies one (at most one may)."""
-        return None
+    def before_grad_reduce(self, iteration: int, bucket: int) -> None:
+        """Right before gradient buffer `bucket` is all-reduced: a rank that stops here leaves its peers
+        waiting inside the all-reduce (the chaos hook's collective hang)."""
 
     def state_dict(self) -> dict[str, Any]:
         """Plain state saved with each rank's checkpoint state (under 'resiliency/<name>')."""

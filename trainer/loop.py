@@ -17,8 +17,6 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 import torch.distributed as dist
-from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
-from torch.nn.parallel import DistributedDataParallel as DDP
 
 from runlog.layout import RunFolder
 from runlog.log import EventLog
@@ -26,10 +24,11 @@ from runlog.records import Step
 from trainer.checkpoint import Checkpointer, atomic_write_text
 from trainer.components import Component, TrainContext
 from trainer.config import OptimizerConfig, SchedulerConfig, TrainerConfig
-from trainer.config_base import ConfigError
 from trainer.data import Sampler, WorkerBatches, build_corpus
+from trainer.data_parallel import GradBuffers
 from trainer.distributed import DistEnv, all_ranks_agree
 from trainer.model import GPT
+from trainer.optim import SGD, AdamW, Optimizer
 from trainer.resiliency.preemption import worker_init_fn
 from trainer.rng import rng_state, set_rng_state
 
@@ -75,10 +74,10 @@ def use_deterministic_kernels() -> None:
     torch.backends.cudnn.benchmark = False
 
 
-def adam_kernel(o: OptimizerConfig, device: torch.device) -> dict[str, bool]:
+def adam_fused(o: OptimizerConfig, device: torch.device) -> bool:
     """AdamW's implementation: fused on GPU (one elementwise kernel per step instead of about ten per
     parameter, no atomics, so steps repeat bit for bit), the per-tensor loop on CPU (its numbers unchanged)."""
-    return {"foreach": False, "fused": o.adam_impl == "auto" and device.type == "cuda"}
+    return o.adam_impl == "auto" and device.type == "cuda"
 
 
 def weights_digest(model: torch.nn.Module) -> str:
@@ -139,9 +138,7 @@ class Trainer:
         random.seed(cfg.rng.seed)
         np.random.seed(cfg.rng.seed)
         self.model = GPT(cfg.model).to(env.device)
-        # Gradients as views of DDP's buckets: no copy between them each step, and one copy less in memory.
-        self.ddp = DDP(self.model, device_ids=[env.local_rank] if env.device.type == "cuda" else None, gradient_as_bucket_view=True)
-        self._register_comm_hook()
+        self.grads = GradBuffers(self.model)
         self.optimizer = self._build_optimizer()
         self.schedule = LRSchedule(cfg.scheduler, cfg.optimizer.lr, cfg.optimizer.min_lr, tc.train_iters)
         corpus_seed = cfg.dataset.seed if cfg.dataset.seed is not None else cfg.rng.seed
@@ -156,14 +153,6 @@ class Trainer:
         self.checkpointer = Checkpointer(cfg.checkpoint, events, env.rank, env.world_size, components)
         self.step_runner = step_runner or SingleComputation()
 
-    def _register_comm_hook(self) -> None:
-        hooks = [(c.name, hook) for c in self.components if (hook := c.comm_hook()) is not None]
-        if len(hooks) > 1:
-            names = ", ".join(name for name, _ in hooks)
-            raise ConfigError(f"components {names} each supply a DDP communication hook; DDP takes one")
-        if hooks:
-            self.ddp.register_comm_hook(None, hooks[0][1])
-
     def context(self) -> TrainContext:
         env = self.env
         return TrainContext(
@@ -171,22 +160,23 @@ class Trainer:
             self.cfg.checkpoint.async_save,
         )
 
-    def _build_optimizer(self) -> torch.optim.Optimizer:
+    def _build_optimizer(self) -> Optimizer:
         o = self.cfg.optimizer
+        params = list(self.model.named_parameters())
         if o.optimizer == "sgd":
-            return torch.optim.SGD(self.model.parameters(), lr=o.lr, weight_decay=o.weight_decay)
-        return torch.optim.AdamW(
-            self.model.parameters(), lr=o.lr, betas=(o.adam_beta1, o.adam_beta2), eps=o.adam_eps,
-            weight_decay=o.weight_decay, **adam_kernel(o, self.env.device),
+            return SGD(params, lr=o.lr, weight_decay=o.weight_decay)
+        return AdamW(
+            params, lr=o.lr, betas=(o.adam_beta1, o.adam_beta2), eps=o.adam_eps, weight_decay=o.weight_decay,
+            fused=adam_fused(o, self.env.device),
         )
 
     # ------------------------------------------------------------------------------ Checkpointable
     def sharded_state_dict(self) -> dict[str, Any]:
-        model_sd, optim_sd = get_state_dict(self.ddp, self.optimizer)
-        return {"model": model_sd, "optim": optim_sd}
+        return {"model": self.model.state_dict(), "optim": self.optimizer.state_dict()}
 
     def load_sharded_state_dict(self, state: dict[str, Any]) -> None:
-        set_state_dict(self.ddp, self.optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optim"])
 
     def rank_state_dict(self) -> dict[str, Any]:
         return {
@@ -284,26 +274,30 @@ class Trainer:
 
     def forward_backward(self, step: int, computation: int) -> torch.Tensor:
         """Gradients of this rank's micro-batches from a clean slate; returns its local loss (0-dim)."""
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad()
         n_micro = self.sampler.num_microbatches
         total = torch.zeros((), device=self.env.device)
         for micro in range(n_micro):
             x, y = (t.to(self.env.device) for t in self.batches.batch(micro))
-            sync = contextlib.nullcontext() if micro == n_micro - 1 else self.ddp.no_sync()
-            with sync, torch.autocast(self.env.device.type, torch.bfloat16, enabled=self.cfg.model.bf16):
+            with torch.autocast(self.env.device.type, torch.bfloat16, enabled=self.cfg.model.bf16):
                 loss = self._forward(step, micro, x, y) / n_micro
                 for c in self.components:
                     loss = c.on_loss(step, computation, loss)
             loss.backward()
             total += loss.detach()
+        self.grads.reduce(lambda bucket: self._before_grad_reduce(step, bucket))
         return total
+
+    def _before_grad_reduce(self, step: int, bucket: int) -> None:
+        for c in self.components:
+            c.before_grad_reduce(step, bucket)
 
     def _forward(self, step: int, micro: int, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """The forward pass inside every component's forward span. The spans nest (the last opened is closed
         first), so a slowdown one component adds falls inside another's timing of the same pass."""
         for c in self.components:
             c.before_forward(step, micro)
-        out = self.ddp(x, y)
+        out = self.model(x, y)
         for c in reversed(self.components):
             c.after_forward(step, micro)
         return out
@@ -311,8 +305,7 @@ class Trainer:
     def optimizer_step(self, local_loss: torch.Tensor) -> float:
         """Apply the gradients, advance schedule and data; returns the loss averaged over ranks."""
         lr = self.schedule.current()
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        self.optimizer.lr = lr
         if self.cfg.optimizer.clip_grad > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.optimizer.clip_grad)
         self.optimizer.step()
@@ -322,7 +315,7 @@ class Trainer:
         return local_loss.item() / self.env.world_size
 
     def log_step(self, loss: float, step_time: float) -> None:
-        lr = self.optimizer.param_groups[0]["lr"]
+        lr = self.optimizer.lr
         self.events.write(Step(self.iteration, loss, lr, step_time, self.sampler.consumed_samples))
         if self.env.rank == 0 and self.iteration % self.cfg.logger.log_interval == 0:
             print(

@@ -104,8 +104,8 @@ class TrainingSession:
         for c in self.components:
             c.close()
         self.events.close()
-        # Free DDP's reducer while its process group is alive: destroying the group first leaves the
-        # reducer's destructor joining a gloo thread that waits for the GIL it holds (a teardown deadlock).
+        # Free the trainer while its process group is alive, so that nothing it holds is destroyed after
+        # the group (torch DDP's reducer, which it used to hold, deadlocked there).
         self.trainer = None
         gc.collect()
         if dist.is_initialized() and not self._abort_is_nvrx_job(exc_type):

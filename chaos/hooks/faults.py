@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import shutil
 import signal
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,10 +78,8 @@ class RankFault(PlannedFault):
     def on_loss(self, rank: Rank, iteration: int, computation: int, loss: torch.Tensor) -> torch.Tensor:
         return loss
 
-    hangs_allreduce: ClassVar[bool] = False
-    """Whether this kind needs every gradient all-reduce of its rank to pass through the injector."""
-
-    def in_allreduce(self, rank: Rank, step: int, bucket: Any) -> None: ...
+    def in_allreduce(self, rank: Rank, step: int, bucket: int) -> None:
+        """Right before the rank's all-reduce of gradient buffer `bucket`."""
 
 
 @dataclass(frozen=True)
@@ -134,24 +131,33 @@ class ExceptionFault(RankFault):
 
 @dataclass(frozen=True)
 class CollectiveHang(RankFault):
-    """The rank stops inside the gradient all-reduce of its step (its DDP communication hook)."""
+    """The rank stops in the gradient all-reduce of its step, its peers waiting inside it."""
 
     type = "collective_hang"
-    hangs_allreduce = True
 
-    def in_allreduce(self, rank: Rank, step: int, bucket: Any) -> None:
+    def in_allreduce(self, rank: Rank, step: int, bucket: int) -> None:
+        import torch
         import torch.distributed as dist
 
         if step != self.at_step:
             return
-        rank.announce(self, step, f"inside the gradient all-reduce (bucket {bucket.index()})")
-        # The rank stops inside the collective, alive and silent, until its process group is aborted: then
-        # it fails as an aborted NCCL collective does. The wait is in Python, so an async raise can unwind
-        # it too; on GPU it runs in autograd's device thread, which only the abort (NVRx's in-process
-        # restart destroys the group) can reach.
-        while dist.is_initialized():
-            time.sleep(0.05)
-        raise RuntimeError(f"collective aborted: rank {rank.rank} hung in the all-reduce of step {step}")
+        rank.announce(self, step, f"inside the gradient all-reduce (bucket {bucket})")
+        # The rank blocks in a real receive on the training group that no peer answers, as a rank stuck
+        # inside a collective: in C++, where neither its peers (waiting in the all-reduce it never joins)
+        # nor an asynchronous raise can reach it, and its sockets stay open. Only the group's abort ends it
+        # (NCCL: NVRx's in-process restart aborts the communicators), or the kill of the process (gloo has
+        # no abort).
+        peer = (rank.rank + 1) % rank.ctx.world_size
+        aborted = f"collective aborted: rank {rank.rank} hung in the all-reduce of step {step}"
+        try:
+            dist.recv(torch.empty(1, device=rank.ctx.device), src=peer, tag=HANG_TAG)
+        except Exception as e:
+            raise RuntimeError(aborted) from e
+        raise RuntimeError(aborted)
+
+
+HANG_TAG = 0x4841
+"""The tag of the hung rank's receive, which nothing in the trainer sends."""
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from chaos.schema.plan import PlannedFault, others, read_plan
 from runlog.layout import RunFolder
 from runlog.log import EventLog
 from runlog.records import FaultInjected, FaultMissed
-from trainer.components import CheckpointCandidate, CommHook, Component, LoadPhase, SavePhase, TrainContext
+from trainer.components import CheckpointCandidate, Component, LoadPhase, SavePhase, TrainContext
 
 if TYPE_CHECKING:
     import torch
@@ -55,7 +55,6 @@ class FaultInjector(Component):
         self.folder = RunFolder(Path(plan).parent)
         self.ctx: TrainContext | None = None
         self.in_flight: set[int] = set()
-        self._step = 0
         self._iteration = 0
         """The last completed step (what a delayed fault's event names)."""
         self._slowdowns: list[Slowdown] = []
@@ -96,7 +95,6 @@ class FaultInjector(Component):
         fault.after_delay(self, self._iteration)
 
     def before_step(self, iteration: int) -> None:
-        self._step = iteration
         for fault in self.faults:
             fault.before_step(self, iteration)
 
@@ -144,17 +142,9 @@ class FaultInjector(Component):
         for fault in self.faults:
             fault.on_local_load(self, folder)
 
-    def comm_hook(self) -> CommHook | None:
-        # Every gradient all-reduce of this rank then passes through the hook; the default hook does the
-        # same arithmetic as DDP's built-in reducer, so the run's numbers do not change.
-        return self._allreduce_hook if any(f.hangs_allreduce for f in self.faults) else None
-
-    def _allreduce_hook(self, state, bucket):  # noqa: ANN001, ANN202 - DDP rejects string annotations here
-        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
-
+    def before_grad_reduce(self, iteration: int, bucket: int) -> None:
         for fault in self.faults:
-            fault.in_allreduce(self, self._step, bucket)
-        return allreduce_hook(state, bucket)
+            fault.in_allreduce(self, iteration, bucket)
 
     def close(self) -> None:
         for slowdown in self._slowdowns:

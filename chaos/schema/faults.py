@@ -106,7 +106,7 @@ def _require_load_trigger(fault: _FaultBase) -> None:
 
 
 class CollectiveHang(_FaultBase):
-    """The rank stops inside the gradient all-reduce of `at_step` (a wrapped DDP communication hook)."""
+    """The rank stops inside the gradient all-reduce of `at_step` (right before it, its peers waiting inside it)."""
 
     type: Literal["collective_hang"]
     planned = in_rank.CollectiveHang

@@ -45,7 +45,6 @@ def _prewarm() -> None:
     import torch
 
     torch.set_num_threads(1)  # see the module docstring: no OpenMP pool may exist at fork
-    import torch._dynamo  # noqa: F401 - DDP imports it lazily: 1.4 s in every child otherwise
 
     import trainer.session  # noqa: F401
     from trainer.data import build_corpus

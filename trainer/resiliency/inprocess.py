@@ -179,7 +179,7 @@ def run_inprocess(cfg: TrainerConfig) -> int:
             try:
                 return session.run()
             except Exception as e:
-                # The failed step's frames hold the trainer, its DDP and so the process group. Freed, the
+                # The failed step's frames hold the trainer and its tensors of the process group. Freed, the
                 # group closes its gloo sockets, and peers blocked in a collective with this rank error out
                 # at once (gloo has no abort that unblocks them; a peer's closed socket does).
                 traceback.clear_frames(e.__traceback__)

@@ -1,4 +1,4 @@
-"""AdamW's kernel choice (trainer/loop.py adam_kernel): fused on GPU, the per-tensor loop on CPU as before."""
+"""AdamW's kernel choice (trainer/loop.py adam_fused): fused on GPU, the per-tensor loop on CPU as before."""
 
 from __future__ import annotations
 
@@ -6,16 +6,16 @@ import pytest
 import torch
 
 from trainer.config import OptimizerConfig
-from trainer.loop import adam_kernel
+from trainer.loop import adam_fused
 
 
 def test_adam_is_fused_on_gpu() -> None:
-    assert adam_kernel(OptimizerConfig(), torch.device("cuda")) == {"foreach": False, "fused": True}
+    assert adam_fused(OptimizerConfig(), torch.device("cuda"))
 
 
 @pytest.mark.parametrize(
     ("impl", "device"), [("auto", "cpu"), ("for_loop", "cpu"), ("for_loop", "cuda")],
 )
 def test_adam_keeps_the_per_tensor_loop_on_cpu_or_when_asked(impl: str, device: str) -> None:
-    assert adam_kernel(OptimizerConfig(adam_impl=impl), torch.device(device)) == {"foreach": False, "fused": False}
+    assert not adam_fused(OptimizerConfig(adam_impl=impl), torch.device(device))
 

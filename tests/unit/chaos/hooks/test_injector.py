@@ -223,9 +223,17 @@ def test_a_fault_during_the_load_kills_while_the_checkpoint_is_read(injector, tm
     assert injected(tmp_path) == [("fault_during_checkpoint", None, "inside the checkpoint load")]
 
 
-def test_only_a_collective_hang_asks_for_the_communication_hook(injector) -> None:
-    assert injector([{"type": "rank_killed", "rank": 1, "at_step": 3}]).comm_hook() is None
-    assert injector([{"type": "collective_hang", "rank": 1, "at_step": 3}]).comm_hook() is not None
+def test_only_a_collective_hang_acts_before_the_gradient_all_reduce(injector, tmp_path: Path) -> None:
+    """A kill is not fired at the all-reduce; the collective hang strikes there at its step only, and when its
+    receive fails (here: no process group at all) it fails as an aborted collective."""
+    injector([{"type": "rank_killed", "rank": 1, "at_step": 3}]).before_grad_reduce(3, 0)
+    hang = injector([{"type": "collective_hang", "rank": 1, "at_step": 3}])
+    hang.on_train_start(context(), 0)
+    hang.before_grad_reduce(2, 0)
+    assert injected(tmp_path) == []
+    with pytest.raises(RuntimeError, match="collective aborted: rank 1 hung in the all-reduce of step 3"):
+        hang.before_grad_reduce(3, 0)
+    assert injected(tmp_path) == [("collective_hang", 3, "inside the gradient all-reduce (bucket 0)")]
 
 
 def test_every_rank_waits_at_a_supervisor_fault_step_until_it_is_struck(
