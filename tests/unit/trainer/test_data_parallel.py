@@ -4,13 +4,13 @@ of one buffer, and the reduction is DDP's average (each rank's gradient divided 
 from __future__ import annotations
 
 import os
-import socket
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from trainer.data_parallel import GradBuffers
+from trainer.distributed import _free_port
 
 WORLD = 2
 
@@ -41,12 +41,6 @@ def _rank(rank: int, port: int, out: dict) -> None:
         "buckets": seen,
     }
     dist.destroy_process_group()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_two_ranks_start_equal_and_average_their_gradients_in_place() -> None:

@@ -4,7 +4,6 @@ imports dynamo."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from benchmarks.startup import _env as worker_env
 from trainer.optim import SGD, AdamW
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -95,8 +95,7 @@ def test_a_state_of_other_parameters_is_refused() -> None:
 
 def test_a_worker_never_imports_dynamo(tmp_path: Path) -> None:
     """The path a launcher takes: a whole `python -m trainer` run with a checkpoint save and its resume."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RANK", "WORLD_SIZE", "MASTER_", "TORCHELASTIC_", "FT_", "CHAOS_"))}
-    env.update(PYTHONPATH=str(ROOT), PYTHONWARNINGS="ignore")
+    env = worker_env(ROOT)
     for run, iters in (("first", 4), ("resumed", 6)):
         proc = subprocess.run(
             [sys.executable, "-X", "importtime", "-m", "trainer", "--recipe", "tiny_cpu", f"train.train_iters={iters}",

@@ -12,6 +12,7 @@ import torch.multiprocessing as mp
 from chaos.hooks.slow_rank import ForwardStretch, Slowdown
 from chaos.judge.timeline import compute_metrics
 from trainer.config_resiliency import NVRxStragglerDetectionConfig
+from trainer.distributed import _free_port
 from trainer.resiliency.straggler import CpuReporter, ForwardTimer, read_report, summarize
 
 CFG = NVRxStragglerDetectionConfig(enabled=True, gpu_individual_perf_threshold=0.3)
@@ -28,14 +29,6 @@ def _rank_report(rank: int, world: int, port: int, timings: dict[int, list[float
     if report is not None:
         out["verdict"] = read_report(report, CFG, gpu=False)
     dist.destroy_process_group()
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def gathered_verdict(timings: dict[int, list[float]]):
