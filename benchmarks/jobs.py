@@ -16,13 +16,14 @@ A checkout's first nox session builds its venv, so each is warmed up by an untim
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import statistics
 import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from benchmarks.catalogue import run_times, totals
 from benchmarks.points import PROJECT_ROOT
@@ -35,6 +36,7 @@ Row = dict[str, Any]
 SCENARIO = "rank_killed"
 JOB_TIMEOUT_S = 900
 SUITE_TIMEOUT_S = 3 * 3600
+CORES = os.cpu_count() or 1
 
 
 def label(root: Path) -> str:
@@ -52,24 +54,38 @@ def _nox() -> str:
     return found
 
 
-def _session(root: Path, cache: Path, posargs: list[str], timeout: float) -> tuple[float, int, str]:
-    """One ``nox -s functional -- POSARGS`` in ``root`` with ``cache`` as the baseline cache: its wall
-    seconds, exit code and output's end. The benchmark's own venv and cache are left out of its
-    environment: each checkout's nox makes its own."""
+class Session(NamedTuple):
+    seconds: float
+    cpu_s: float
+    """User + system CPU of the session's whole process tree: nox, pytest, its workers, the runs' launchers and
+    ranks (every process the tree waited for; a process orphaned by a killed agent is not counted). On a
+    machine of N cores, cpu_s / N is the least wall time the same work can take."""
+    code: int
+    tail: str
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _session(root: Path, cache: Path, posargs: list[str], timeout: float) -> Session:
+    """One ``nox -s functional -- POSARGS`` in ``root`` with ``cache`` as the baseline cache. The
+    benchmark's own venv and cache are left out of its environment: each checkout's nox makes its own."""
     argv = [_nox(), "-s", "functional", "--", *posargs]
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CHAOS_CACHE_DIR", "PYTHONPATH")}
-    start = time.monotonic()
+    start, cpu = time.monotonic(), _children_cpu()
     proc = subprocess.run(argv, cwd=root, env={**env, "CHAOS_CACHE_DIR": str(cache)}, capture_output=True, text=True,
                           timeout=timeout)
-    return time.monotonic() - start, proc.returncode, (proc.stdout + proc.stderr)[-600:]
+    return Session(time.monotonic() - start, _children_cpu() - cpu, proc.returncode, (proc.stdout + proc.stderr)[-600:])
 
 
-def _job(root: Path, cache: Path, posargs: list[str]) -> float:
-    """A session that must pass (the main job, a warm-up): its wall seconds, or BenchmarkFailed."""
-    seconds, code, tail = _session(root, cache, posargs, JOB_TIMEOUT_S)
-    if code != 0:
-        raise BenchmarkFailed(f"nox -s functional -- {' '.join(posargs)} in {root} exited {code}: {tail}")
-    return seconds
+def _job(root: Path, cache: Path, posargs: list[str]) -> Session:
+    """A session that must pass (the main job, a warm-up), or BenchmarkFailed."""
+    session = _session(root, cache, posargs, JOB_TIMEOUT_S)
+    if session.code != 0:
+        raise BenchmarkFailed(f"nox -s functional -- {' '.join(posargs)} in {root} exited {session.code}: {session.tail}")
+    return session
 
 
 def launcher_span(root: Path) -> float | None:
@@ -80,16 +96,20 @@ def launcher_span(root: Path) -> float | None:
 
 
 def main_job(roots: list[Path], reps: int, work: Path) -> list[Row]:
-    """Cold and warm main jobs per checkout, interleaved ``reps`` times; medians and the ratio to the floor."""
-    times: dict[Path, dict[str, list[float]]] = {r: {"cold_s": [], "warm_s": [], "floor_s": []} for r in roots}
+    """Cold and warm main jobs per checkout, interleaved ``reps`` times; medians, the ratio to the floor, and
+    the cold job's CPU over the machine's cores (the least wall time its work can take here)."""
+    keys = ("cold_s", "cold_cpu_s", "warm_s", "floor_s")
+    times: dict[Path, dict[str, list[float]]] = {r: {k: [] for k in keys} for r in roots}
     job = ["--scenario", SCENARIO]
     for root in roots:
         _job(root, work / "warm-up", job)
     for rep in range(reps):
         for index, root in enumerate(roots):
             cache = work / f"cache-{rep}-{index}"
-            times[root]["cold_s"].append(_job(root, cache, job))
-            times[root]["warm_s"].append(_job(root, cache, job))
+            cold = _job(root, cache, job)
+            times[root]["cold_s"].append(cold.seconds)
+            times[root]["cold_cpu_s"].append(cold.cpu_s)
+            times[root]["warm_s"].append(_job(root, cache, job).seconds)
             span = launcher_span(root)
             if span is not None:
                 times[root]["floor_s"].append(span)
@@ -98,6 +118,7 @@ def main_job(roots: list[Path], reps: int, work: Path) -> list[Row]:
         row: Row = {"checkout": label(root)}
         row.update({k: statistics.median(v) if v else None for k, v in times[root].items()})
         row["warm_per_floor"] = row["warm_s"] / row["floor_s"] if row["floor_s"] else None
+        row["cold_cpu_per_core_s"] = row["cold_cpu_s"] / CORES
         rows.append(row)
     shutil.rmtree(work, ignore_errors=True)
     return rows
@@ -113,9 +134,13 @@ def suite(roots: list[Path]) -> list[Row]:
         with tempfile.TemporaryDirectory(prefix="chaos-bench-suite-") as cache:
             _job(root, Path(cache), ["--collect-only", "-q"])
             since = time.time()
-            seconds, code, _ = _session(root, Path(cache), ["-q", *extra], SUITE_TIMEOUT_S)
+            session = _session(root, Path(cache), ["-q", *extra], SUITE_TIMEOUT_S)
             split = totals(run_times([root / "chaos-runs"], [Path(cache)], since))
-        row = {"checkout": label(root), "mode": " ".join(extra) or "serial", "seconds": seconds, "exit_code": code}
+        row = {
+            "checkout": label(root), "mode": " ".join(extra) or "serial", "seconds": session.seconds,
+            "exit_code": session.code, "cpu_s": session.cpu_s, "cores_busy": session.cpu_s / session.seconds,
+            "cpu_per_core_s": session.cpu_s / CORES,
+        }
         for part in split:  # where the time of its scenario runs and baselines went (benchmarks/catalogue.py)
             row.update({f"{part['runs']}_{k}": v for k, v in part.items() if k.endswith("_s") or k == "count"})
         rows.append(row)
