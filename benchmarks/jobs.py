@@ -16,6 +16,7 @@ A checkout's first nox session builds its venv, so each is warmed up by an untim
 from __future__ import annotations
 
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -124,25 +125,47 @@ def main_job(roots: list[Path], reps: int, work: Path) -> list[Row]:
     return rows
 
 
+def functional_tests(root: Path) -> set[str]:
+    """Checkout ``root``'s functional tests, as the node-id prefixes pytest's ``--deselect`` takes: each test
+    function (``tests/functional/<file>::<function>``, all its cases) and each scenario of its catalogue
+    (``tests/functional/test_scenarios.py::test_scenario[<name>]``), read from the checkout's files."""
+    tests = {
+        f"tests/functional/{f.name}::{name}"
+        for f in (root / "tests" / "functional").glob("test_*.py")
+        for name in re.findall(r"^def (test_\w+)", f.read_text(), re.MULTILINE)
+        if name != "test_scenario"
+    }
+    return tests | {f"tests/functional/test_scenarios.py::test_scenario[{p.stem}]" for p in (root / "scenarios").glob("*.yaml")}
+
+
 def suite(roots: list[Path]) -> list[Row]:
     """The whole catalogue with cold baselines: this checkout serial and ``-n 2``, or, given an earlier
-    checkout (``roots[0]``), that one serial as its CI ran it beside this one's ``-n 2``.
+    checkout (``roots[0]``), that one serial as its CI ran it beside this one's ``-n 2``, and this one's
+    ``-n 2`` over the earlier checkout's tests alone (the others deselected): the same tests in both.
     A failing test is a row's exit code, not the end of the benchmark."""
     first = roots[0] if len(roots) > 1 else PROJECT_ROOT
-    rows = []
-    for root, extra in ((first, []), (PROJECT_ROOT, ["-n", "2"])):
-        with tempfile.TemporaryDirectory(prefix="chaos-bench-suite-") as cache:
-            _job(root, Path(cache), ["--collect-only", "-q"])
-            since = time.time()
-            session = _session(root, Path(cache), ["-q", *extra], SUITE_TIMEOUT_S)
-            split = totals(run_times([root / "chaos-runs"], [Path(cache)], since))
-        row = {
-            "checkout": label(root), "mode": " ".join(extra) or "serial", "seconds": session.seconds,
-            "exit_code": session.code, "cpu_s": session.cpu_s, "cores_busy": session.cpu_s / session.seconds,
-            "cpu_per_core_s": session.cpu_s / CORES,
-        }
-        for part in split:  # where the time of its scenario runs and baselines went (benchmarks/catalogue.py)
-            row.update({f"{part['runs']}_{k}": v for k, v in part.items() if k.endswith("_s") or k == "count"})
-        rows.append(row)
+    runs = [(first, "serial", []), (PROJECT_ROOT, "-n 2", ["-n", "2"])]
+    if first != PROJECT_ROOT:
+        added = sorted(functional_tests(PROJECT_ROOT) - functional_tests(first))
+        runs.append((PROJECT_ROOT, f"-n 2, the tests of {label(first)}", ["-n", "2", *(f"--deselect={t}" for t in added)]))
+    rows = [_suite_row(root, mode, extra) for root, mode, extra in runs]
     rows[1]["per_first"] = rows[1]["seconds"] / rows[0]["seconds"]
+    if len(rows) > 2:
+        rows[2]["per_first"] = rows[2]["seconds"] / rows[0]["seconds"]
     return rows
+
+
+def _suite_row(root: Path, mode: str, extra: list[str]) -> Row:
+    """One catalogue run with a fresh baseline cache: wall, CPU, and where its runs' time went."""
+    with tempfile.TemporaryDirectory(prefix="chaos-bench-suite-") as cache:
+        _job(root, Path(cache), ["--collect-only", "-q"])
+        since = time.time()
+        session = _session(root, Path(cache), ["-q", *extra], SUITE_TIMEOUT_S)
+        split = totals(run_times([root / "chaos-runs"], [Path(cache)], since))
+    row = {
+        "checkout": label(root), "mode": mode, "seconds": session.seconds, "exit_code": session.code,
+        "cpu_s": session.cpu_s, "cores_busy": session.cpu_s / session.seconds, "cpu_per_core_s": session.cpu_s / CORES,
+    }
+    for part in split:  # where the time of its scenario runs and baselines went (benchmarks/catalogue.py)
+        row.update({f"{part['runs']}_{k}": v for k, v in part.items() if k.endswith("_s") or k == "count"})
+    return row

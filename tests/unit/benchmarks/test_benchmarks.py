@@ -141,3 +141,29 @@ def test_the_catalogue_split_reads_run_folders_and_baselines(tmp_path, capsys):
     with pytest.raises(SystemExit) as bad:
         catalogue.main([str(tmp_path / "nowhere")])
     assert bad.value.code == 2 and "not a folder" in capsys.readouterr().err
+
+
+def test_functional_tests_are_each_test_function_and_each_scenario(tmp_path) -> None:
+    """The suite's same-tests row deselects what a checkout has beyond an earlier one's tests: a new test
+    function (all its cases) and a new scenario file, named as pytest's --deselect takes them."""
+    from benchmarks.jobs import functional_tests
+
+    def checkout(root, files: dict[str, str], scenarios: list[str]):
+        (root / "tests" / "functional").mkdir(parents=True)
+        (root / "scenarios").mkdir()
+        for name, text in files.items():
+            (root / "tests" / "functional" / name).write_text(text)
+        for name in scenarios:
+            (root / "scenarios" / f"{name}.yaml").write_text("name: x\n")
+        return functional_tests(root)
+
+    scenarios_py = "def test_scenario(scenario_file, run_scenario):\n    pass\n"
+    before = checkout(tmp_path / "a", {"test_scenarios.py": scenarios_py, "test_cli.py": "def test_a():\n    pass\n"}, ["rank_killed"])
+    now = checkout(
+        tmp_path / "b",
+        {"test_scenarios.py": scenarios_py, "test_cli.py": "def test_a():\n    pass\n\n\ndef test_b(x):\n    pass\n",
+         "helpers.py": "def test_not_collected():\n    pass\n"},
+        ["rank_killed", "rank_hung"],
+    )
+    assert before == {"tests/functional/test_cli.py::test_a", "tests/functional/test_scenarios.py::test_scenario[rank_killed]"}
+    assert now - before == {"tests/functional/test_cli.py::test_b", "tests/functional/test_scenarios.py::test_scenario[rank_hung]"}
