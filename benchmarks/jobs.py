@@ -8,9 +8,11 @@ benchmark run, so that "before" and "after" come from the same machine at the sa
   launch to the launcher's exit of the faulted job with its restart, read from the run's own events;
 - the suite, ``nox -s functional`` over the whole catalogue with a cold cache: serial, and on two
   pytest-xdist workers (``-n 2``); with ``--before``, the earlier checkout's catalogue serially as its CI
-  ran it, beside this one's ``-n 2``.
+  ran it, beside this one's ``-n 2``, and this one's ``-n 2`` over the earlier checkout's tests alone.
 
-A checkout's first nox session builds its venv, so each is warmed up by an untimed session first.
+Each session's CPU is read too (all of its process tree): over the machine's cores, it is the least wall
+time the same work can take here. A checkout's first nox session builds its venv, so each is warmed up by an
+untimed session first.
 """
 
 from __future__ import annotations
@@ -149,9 +151,8 @@ def suite(roots: list[Path]) -> list[Row]:
         added = sorted(functional_tests(PROJECT_ROOT) - functional_tests(first))
         runs.append((PROJECT_ROOT, f"-n 2, the tests of {label(first)}", ["-n", "2", *(f"--deselect={t}" for t in added)]))
     rows = [_suite_row(root, mode, extra) for root, mode, extra in runs]
-    rows[1]["per_first"] = rows[1]["seconds"] / rows[0]["seconds"]
-    if len(rows) > 2:
-        rows[2]["per_first"] = rows[2]["seconds"] / rows[0]["seconds"]
+    for row in rows[1:]:
+        row["per_first"] = row["seconds"] / rows[0]["seconds"]
     return rows
 
 
