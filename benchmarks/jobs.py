@@ -32,6 +32,7 @@ from benchmarks.catalogue import run_times, totals
 from benchmarks.points import PROJECT_ROOT
 from benchmarks.runs import BenchmarkFailed
 from chaos.judge.timeline import compute_metrics
+from chaos.schema.loader import scenario_files
 from runlog.reader import read_events
 
 Row = dict[str, Any]
@@ -137,7 +138,8 @@ def functional_tests(root: Path) -> set[str]:
         for name in re.findall(r"^def (test_\w+)", f.read_text(), re.MULTILINE)
         if name != "test_scenario"
     }
-    return tests | {f"tests/functional/test_scenarios.py::test_scenario[{p.stem}]" for p in (root / "scenarios").glob("*.yaml")}
+    scenarios = scenario_files(root / "scenarios")  # what the pytest plugin parametrizes test_scenario over
+    return tests | {f"tests/functional/test_scenarios.py::test_scenario[{p.stem}]" for p in scenarios}
 
 
 def suite(roots: list[Path]) -> list[Row]:
