@@ -142,7 +142,8 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 def read_yaml(path: str | Path) -> Any:
     """A YAML file's data, safely loaded; ConfigError with one line, ``<file>: <problem>``, when the file
-    cannot be read, is larger than MAX_YAML_BYTES, is not UTF-8 or not YAML, or expands past MAX_YAML_VALUES."""
+    cannot be read, is larger than MAX_YAML_BYTES, is not UTF-8 or not YAML, or holds more than
+    MAX_YAML_VALUES values, written out or through its aliases."""
     p = Path(path)
     try:
         with open(p, "rb") as f:
@@ -163,8 +164,9 @@ def read_yaml(path: str | Path) -> Any:
         raise ConfigError(f"{p}: not valid YAML: nested too deeply") from None
     except ValueError as e:  # PyYAML reads `2001-02-30` as a date, and datetime refuses it
         raise ConfigError(f"{p}: not valid YAML: {e}") from None
-    if _more_values_than(data, MAX_YAML_VALUES):
-        raise ConfigError(f"{p}: its aliases expand it past {MAX_YAML_VALUES} values")
+    too_many = _too_many_values(data, MAX_YAML_VALUES)
+    if too_many:
+        raise ConfigError(f"{p}: {too_many}, the most a YAML file read here may hold")
     return data
 
 
@@ -175,20 +177,21 @@ def yaml_problem(e: yaml.YAMLError) -> str:
     return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" if mark else problem
 
 
-def _more_values_than(data: Any, limit: int) -> bool:
-    """Whether `data`, walked as its readers walk it (a shared or recursive node once per reference), holds
-    more than `limit` values; stops counting at the limit."""
-    pending, seen = [data], 0
+def _too_many_values(data: Any, limit: int) -> str | None:
+    """What makes `data`, walked as its readers walk it (a shared or recursive node once per reference),
+    hold more than `limit` values: its aliases (a list or mapping reached twice before the limit), or the
+    values written in the file; None when it holds fewer. Stops counting at the limit."""
+    pending, seen, containers, aliased = [data], 0, set(), False
     while pending:
         node = pending.pop()
         seen += 1
         if seen > limit:
-            return True
-        if isinstance(node, dict):
-            pending += [*node.keys(), *node.values()]
-        elif isinstance(node, list):
-            pending += node
-    return False
+            return f"its aliases expand it past {limit} values" if aliased else f"it holds more than {limit} values"
+        if isinstance(node, (dict, list)):
+            aliased = aliased or id(node) in containers
+            containers.add(id(node))
+            pending += [*node.keys(), *node.values()] if isinstance(node, dict) else node
+    return None
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
