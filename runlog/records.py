@@ -100,6 +100,19 @@ class CheckpointSaveEnd(Record):
 
 
 @dataclass(frozen=True)
+class CheckpointSaveFailed(Record):
+    """The save of ``iteration`` failed on some rank (its storage refused a write: ``error``, the errno's text);
+    every rank logs it, and ``action`` is what the trainer does next (checkpoint.on_save_failure)."""
+
+    event = names.CHECKPOINT_SAVE_FAILED
+    iteration: int
+    path: str
+    error: str
+    action: str
+    is_async: bool = _is_async()
+
+
+@dataclass(frozen=True)
 class LocalCheckpointSave(Record):
     """An NVRx local checkpoint of ``iteration`` is complete on every rank (this rank's file is in ``path``)."""
 

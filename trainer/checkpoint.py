@@ -8,7 +8,11 @@ Layout under `checkpoint.save`::
 
 A save writes into `iter_N.tmp`, then rank 0 writes manifest.json (size and sha256 of every file),
 renames the folder into place, and only then rewrites the tracker (temp file + os.replace). A save killed
-half-way therefore leaves an `.tmp` folder that nothing loads. On load, each candidate (newest first) is
+half-way therefore leaves an `.tmp` folder that nothing loads. A save the storage refuses (ENOSPC, EIO: an
+OSError, also one DCP raises from its writer threads or an async save's future) fails on every rank together:
+each phase's outcome is agreed by all ranks, its `.tmp` folder is removed, `checkpoint_save_failed` is
+logged, and the trainer exits (`SaveFailed`) or goes on without that checkpoint (`checkpoint.on_save_failure`).
+On load, each candidate (newest first) is
 checked against its manifest; a corrupt or truncated one emits `checkpoint_corrupt` and the next older
 one is tried. Rank 0 picks and broadcasts, so every rank loads the same checkpoint.
 
@@ -29,7 +33,7 @@ import os
 import pickle
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,9 +42,17 @@ from typing import TYPE_CHECKING, Any, Protocol
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException
 
 from runlog.log import EventLog
-from runlog.records import CheckpointCorrupt, CheckpointLoad, CheckpointSaveBegin, CheckpointSaveEnd, Resume
+from runlog.records import (
+    CheckpointCorrupt,
+    CheckpointLoad,
+    CheckpointSaveBegin,
+    CheckpointSaveEnd,
+    CheckpointSaveFailed,
+    Resume,
+)
 from trainer.components import Component, LoadPhase, SavePhase
 from trainer.config import CheckpointConfig
 
@@ -55,6 +67,25 @@ MANIFEST = "manifest.json"
 
 class CheckpointError(RuntimeError):
     """A checkpoint cannot be used (wrong world size, another model, nothing loadable where `load` points)."""
+
+
+class SaveFailed(RuntimeError):
+    """The storage refused a checkpoint save and checkpoint.on_save_failure is exit: the rank exits with it."""
+
+
+def storage_error(e: BaseException) -> OSError | None:
+    """The OSError at the root of a failed write: itself, one of the per-rank failures DCP gathers into a
+    CheckpointException, or the cause of either; None when the failure is not the storage's."""
+    if isinstance(e, OSError):
+        return e
+    if isinstance(e, CheckpointException):
+        return next((found for exc, _ in e.failures.values() if (found := storage_error(exc)) is not None), None)
+    cause = e.__cause__ or e.__context__
+    return None if cause is None else storage_error(cause)
+
+
+def _error_text(e: OSError) -> str:
+    return f"[Errno {e.errno}] {e.strerror}" if e.strerror else str(e)
 
 
 class Checkpointable(Protocol):
@@ -260,12 +291,11 @@ class Checkpointer:
         tmp = final.with_name(final.name + ".tmp")
         self.events.write(CheckpointSaveBegin(iteration, str(final), self.cfg.async_save))
         t0 = time.monotonic()
-        if self.rank == 0:
-            shutil.rmtree(tmp, ignore_errors=True)
-            (tmp / "rank_state").mkdir(parents=True)
-        dist.barrier()
+        if self._failed(iteration, tmp, self._try(self._make_tmp, tmp) if self.rank == 0 else None):
+            return
         self._on_save(SavePhase.BEGIN, iteration)
-        self._write_rank_state(tmp, state)
+        if self._failed(iteration, tmp, self._try(self._write_rank_state, tmp, state)):
+            return
         if self.cfg.async_save:
             future = dcp.async_save(
                 state.sharded_state_dict(), checkpoint_id=str(tmp), process_group=self._checkpoint_group()
@@ -273,12 +303,48 @@ class Checkpointer:
             self._pending = _PendingSave(iteration, tmp, future, t0)
             self._on_save(SavePhase.ISSUED, iteration)
             return
-        dcp.save(state.sharded_state_dict(), checkpoint_id=str(tmp))
+        written = self._try(dcp.save, state.sharded_state_dict(), checkpoint_id=str(tmp))
         self._on_save(SavePhase.ISSUED, iteration)
-        dist.barrier()
-        self._seal(iteration, tmp)
-        dist.barrier()  # every rank's save_end then means: sealed and named in the tracker
+        if self._failed(iteration, tmp, written):
+            return
+        if self._failed(iteration, tmp, self._try(self._seal, iteration, tmp)):
+            return  # every rank's save_end then means: sealed and named in the tracker
         self._log_end(iteration, t0, is_async=False)
+
+    def _make_tmp(self, tmp: Path) -> None:
+        shutil.rmtree(tmp, ignore_errors=True)
+        (tmp / "rank_state").mkdir(parents=True)
+
+    @staticmethod
+    def _try(write: Callable[..., object], *args: Any, **kwargs: Any) -> str | None:
+        """None when `write` succeeded, else the text of the storage's error; any other failure is raised."""
+        try:
+            write(*args, **kwargs)
+        except (Exception, CheckpointException) as e:  # DCP's CheckpointException is a BaseException
+            found = storage_error(e)
+            if found is None:
+                raise
+            return _error_text(found)
+        return None
+
+    def _failed(self, iteration: int, tmp: Path, error: str | None, is_async: bool = False) -> bool:
+        """Whether a save phase failed on any rank (a sync phase's outcome is agreed by all, in place of a
+        barrier, so that they fail it together); a failed save's folder is removed, and the trainer exits
+        or goes on as checkpoint.on_save_failure says."""
+        if not is_async:
+            errors: list[str | None] = [None] * self.world_size
+            dist.all_gather_object(errors, error)
+            error = next((f"rank {r}: {e}" for r, e in enumerate(errors) if e), None)
+        if error is None:
+            return False
+        action = self.cfg.on_save_failure
+        self.events.write(CheckpointSaveFailed(iteration, str(iteration_dir(self.root, iteration)), error, action, is_async))
+        if self.rank == 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if action == "exit":
+            raise SaveFailed(f"the checkpoint save of step {iteration} failed: {error}")
+        log.warning("the checkpoint save of step %d failed (%s); training goes on without it", iteration, error)
+        return True
 
     def _write_rank_state(self, tmp: Path, state: Checkpointable) -> None:
         path = tmp / "rank_state" / f"rank-{self.rank}.pt"
@@ -330,16 +396,17 @@ class Checkpointer:
             self.wait()
 
     def wait(self) -> None:
-        """Block until an in-flight async save is written and sealed."""
+        """Block until an in-flight async save is written and sealed (or has failed)."""
         pending, self._pending = self._pending, None
         if pending is None:
             return
-        pending.future.result()
         # Rank 0's future completes only after every rank's data is written (DCP gathers write results
         # at the coordinator before it writes the metadata), so rank 0 may seal without a barrier.
-        # (Other ranks' save_end therefore means "my part is written"; rank 0's means "sealed".)
-        self._seal(pending.iteration, pending.tmp)
-        self._log_end(pending.iteration, pending.started, is_async=True)
+        # (Other ranks' save_end therefore means "my part is written"; rank 0's means "sealed".) A failed
+        # write fails every rank's future: DCP hands the coordinator's outcome to all.
+        error = self._try(pending.future.result) or self._try(self._seal, pending.iteration, pending.tmp)
+        if not self._failed(pending.iteration, pending.tmp, error, is_async=True):
+            self._log_end(pending.iteration, pending.started, is_async=True)
 
     def close(self) -> None:
         self.wait()

@@ -191,6 +191,9 @@ class CheckpointConfig:
     """Keep only the newest k good checkpoints (-1 keeps all)."""
     verify_on_load: bool = True
     """Check every file against the manifest's sha256 before loading."""
+    on_save_failure: Literal["exit", "skip"] = "exit"
+    """A save the storage refuses (ENOSPC, EIO): 'exit' ends the rank with reason checkpoint_failed (for the
+    launcher to restart it), 'skip' goes on training without that checkpoint."""
     non_persistent_ckpt_type: Literal["global", "local", "in_memory"] | None = None
     """'local': NVRx local checkpoints (LocalCheckpointManager) beside the persistent ones; 'global' and
     'in_memory' are Megatron's other kinds, not implemented here (refused)."""

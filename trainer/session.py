@@ -11,7 +11,7 @@ import torch.distributed as dist
 
 from runlog.log import EventLog
 from runlog.records import Exit, ExitOnError, RunStart
-from trainer.checkpoint import CheckpointError
+from trainer.checkpoint import CheckpointError, SaveFailed
 from trainer.components import Component
 from trainer.config import TrainerConfig
 from trainer.config_base import ConfigError
@@ -81,6 +81,12 @@ class TrainingSession:
             print(f"trainer: error: {e}", file=sys.stderr)
             self.events.write(ExitOnError("error", 2, self._iteration(), str(e)))
             return 2
+        except SaveFailed as e:  # checkpoint.on_save_failure: exit
+            if self.inprocess is not None:
+                raise
+            print(f"trainer: {e}", file=sys.stderr)
+            self.events.write(ExitOnError("checkpoint_failed", 1, self._iteration(), str(e)))
+            return 1
         except RerunExit as e:
             print(f"trainer: rerun state machine: exit {e.code} ({e.diagnosis}): {e}", file=sys.stderr)
             self.events.write(ExitOnError("rerun", e.code, self._iteration(), str(e), diagnosis=e.diagnosis))
