@@ -1,0 +1,278 @@
+"""Every name README.md and docs/ give a reader exists in the code: a module, a function or class in it, a
+class's attribute, a file, a `python -m` module, a `chaos` subcommand, a `nox -s` session.
+
+Names are read from code spans and code blocks (where a reader copies them from), and checked without
+importing the project's modules (the files and their syntax trees), except the CLI's parser for its
+subcommands. A name that moved fails here with the doc, the line and what is gone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from chaos.cli import parser
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PACKAGES = ("chaos", "trainer", "runlog", "benchmarks", "drivers", "tools", "tests")
+FOLDERS = (*PACKAGES, "scenarios", "docs")
+NOT_OURS = frozenset({
+    "AdamW.step",  # torch.optim
+    "DistributedOptimizer.sharded_state_dict",  # megatron-core
+    "RankMonitorClient.load_state_dict",  # nvidia-resiliency-ext
+    "tests/functional_tests/python_test_utils/common.py",  # Megatron-LM's golden-value checks
+    "scenarios/x.yaml",  # the example file of docs/scenarios.md's error lines
+    "Signals.NAME",  # Python's signal.Signals, as NVRx's log line prints one
+})
+"""Names the docs quote from other projects, or as an example."""
+
+_MODULE = re.compile(rf"(?<![\w./-])((?:{'|'.join(PACKAGES)})(?:\.[A-Za-z_]\w*)+)(?::([A-Za-z_]\w*))?")
+_MEMBER = re.compile(r"(?<![\w./-])([A-Z]\w*[a-z]\w*)\.([A-Za-z_]\w*)")
+_PATH = re.compile(rf"(?<![\w./-])((?:{'|'.join(FOLDERS)})/[\w./-]*)")
+_PYTHON_M = re.compile(r"\bpython3? -m ([\w.]+)")
+_CHAOS = re.compile(r"(?<![\w./-])chaos ([a-z][a-z-]*)\b")
+_NOX = re.compile(r"\bnox -s ([\w-]+(?: [\w-]+)*)")
+_SPAN = re.compile(r"`((?:[^`\n]|\n(?![ \t]*\n))+)`")
+
+
+@dataclass(frozen=True)
+class Snippet:
+    """Code as a doc shows it: a code span or a code block's line, and the line it starts on."""
+
+    doc: Path
+    line: int
+    text: str
+
+    def gone(self, name: str, why: str) -> str:
+        return f"{self.doc.relative_to(ROOT)}:{self.line}: `{name}`: {why}"
+
+
+def snippets(doc: Path) -> Iterator[Snippet]:
+    """Each code block line (fenced, or indented four spaces after a blank line) and each code span."""
+    lines = doc.read_text().splitlines()
+    prose: list[str] = []
+    fenced = indented = False
+    for number, line in enumerate(lines, 1):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            prose.append("")
+            continue
+        indented = line.startswith("    ") and (indented or not prose or not prose[-1].strip() and not fenced)
+        if fenced or indented:
+            yield Snippet(doc, number, line)
+            prose.append("")
+        else:
+            prose.append(line)
+    text = "\n".join(prose)
+    for span in _SPAN.finditer(text):
+        yield Snippet(doc, text.count("\n", 0, span.start()) + 1, span.group(1).replace("\n", " "))
+
+
+@dataclass
+class ClassInfo:
+    members: set[str] = field(default_factory=set)
+    bases: list[str] = field(default_factory=list)
+
+
+@cache
+def tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), str(path))
+
+
+def top_level_names(module: ast.Module) -> set[str]:
+    """What a module defines or imports at its top (inside `if` and `try` blocks too)."""
+    names: set[str] = set()
+    pending: list[ast.stmt] = list(module.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).partition(".")[0] for a in node.names}
+        elif isinstance(node, (ast.If, ast.Try)):
+            pending += [*node.body, *node.orelse, *getattr(node, "finalbody", []), *getattr(node, "handlers", [])]
+        elif isinstance(node, ast.ExceptHandler):
+            pending += node.body
+    return names
+
+
+def class_info(node: ast.ClassDef) -> ClassInfo:
+    """A class's members: its methods, class-level names, and what its methods assign to `self.`."""
+    info = ClassInfo(bases=[ast.unparse(b).rpartition(".")[2] for b in node.bases])
+    for item in node.body:
+        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            info.members.add(item.name)
+        elif isinstance(item, ast.Assign):
+            info.members |= {t.id for t in item.targets if isinstance(t, ast.Name)}
+        elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+            info.members.add(item.target.id)
+    for inner in ast.walk(node):
+        if isinstance(inner, (ast.Assign, ast.AnnAssign)):
+            targets = inner.targets if isinstance(inner, ast.Assign) else [inner.target]
+            info.members |= {
+                t.attr for t in targets
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+            }
+    return info
+
+
+@cache
+def classes() -> dict[str, list[ClassInfo]]:
+    """Every class of the project by name (names repeat: any of them may be the one a doc means)."""
+    found: dict[str, list[ClassInfo]] = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(tree(path)):
+                if isinstance(node, ast.ClassDef):
+                    found.setdefault(node.name, []).append(class_info(node))
+    return found
+
+
+def has_member(cls: str, member: str, seen: frozenset[str] = frozenset()) -> bool:
+    """Whether a project class of that name, or a project class it derives from, has `member`."""
+    for info in classes().get(cls, []):
+        if member in info.members:
+            return True
+        if any(base not in seen and has_member(base, member, seen | {cls}) for base in info.bases):
+            return True
+    return False
+
+
+def module_path(parts: list[str]) -> Path | None:
+    """The file (or namespace folder) of a project module."""
+    base = ROOT.joinpath(*parts)
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return base if base.is_dir() else None
+
+
+def check_dotted(dotted: str) -> str | None:
+    """Why `chaos.x.y[.attr[.member]]` is gone, or None: the longest module prefix, then a name it defines,
+    then (for a class) that class's member."""
+    parts = dotted.split(".")
+    for split in range(len(parts), 0, -1):
+        path = module_path(parts[:split])
+        if path is not None:
+            break
+    else:
+        return f"no module {parts[0]}"
+    rest = parts[split:]
+    if not rest:
+        return None
+    if path.is_dir() or rest[0] not in top_level_names(tree(path)):
+        return f"module {'.'.join(parts[:split])} has no {rest[0]!r}"
+    if len(rest) > 1 and rest[0] in classes() and not has_member(rest[0], rest[1]):
+        return f"class {rest[0]} has no {rest[1]!r}"
+    return None
+
+
+def check_member(cls: str, member: str) -> str | None:
+    if cls not in classes():
+        return f"no class {cls} in the project"
+    return None if has_member(cls, member) else f"class {cls} has no {member!r}"
+
+
+def check_runnable(module: str) -> str | None:
+    """Why `python -m module` cannot run, for a project module."""
+    path = module_path(module.split("."))
+    if path is None:
+        return f"no module {module}"
+    if path.name == "__init__.py" and not (path.parent / "__main__.py").is_file():
+        return f"package {module} has no __main__.py"
+    return None if path.suffix == ".py" else f"{module} is a folder without __main__.py"
+
+
+@cache
+def chaos_commands() -> frozenset[str]:
+    (sub,) = (a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return frozenset(sub.choices)
+
+
+@cache
+def nox_sessions() -> frozenset[str]:
+    """The sessions noxfile.py defines: functions decorated with nox.session (or its `name=`)."""
+    names = set()
+    for node in tree(ROOT / "noxfile.py").body:
+        for deco in getattr(node, "decorator_list", []):
+            call = deco if isinstance(deco, ast.Call) else None
+            if ast.unparse(call.func if call else deco) == "nox.session":
+                named = [k.value.value for k in (call.keywords if call else []) if k.arg == "name"]
+                names.add(named[0] if named else node.name)
+    return frozenset(names)
+
+
+def problems(snippet: Snippet) -> Iterator[str]:
+    """Every name in a snippet that the code does not have."""
+    text = snippet.text
+    for m in _MODULE.finditer(text):
+        name = m.group(1) + (f".{m.group(2)}" if m.group(2) else "")
+        if (why := check_dotted(name)) and m.group(0) not in NOT_OURS:
+            yield snippet.gone(m.group(0), why)
+    for m in _MEMBER.finditer(text):
+        if m.group(0) not in NOT_OURS and (why := check_member(m.group(1), m.group(2))):
+            yield snippet.gone(m.group(0), why)
+    for m in _PATH.finditer(text):
+        path = m.group(1).rstrip(".")
+        if path not in NOT_OURS and not (ROOT / path).exists():
+            yield snippet.gone(path, "no such file or folder")
+    for m in _PYTHON_M.finditer(text):
+        if m.group(1).partition(".")[0] in PACKAGES and (why := check_runnable(m.group(1))):
+            yield snippet.gone(m.group(0), why)
+    for m in _CHAOS.finditer(text):
+        if m.group(1) not in chaos_commands():
+            yield snippet.gone(m.group(0), f"no such subcommand (chaos has {', '.join(sorted(chaos_commands()))})")
+    for m in _NOX.finditer(text):
+        for session in m.group(1).split():
+            if session.startswith("-"):
+                break
+            if session not in nox_sessions():
+                yield snippet.gone(f"nox -s {session}", f"no such session (noxfile.py has {', '.join(sorted(nox_sessions()))})")
+
+
+def stale(doc: Path) -> list[str]:
+    return [problem for snippet in snippets(doc) for problem in problems(snippet)]
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[d.name for d in DOCS])
+def test_every_name_a_doc_gives_exists(doc: Path) -> None:
+    gone = stale(doc)
+    assert not gone, "names that are gone:\n" + "\n".join(gone)
+
+
+def test_a_name_that_is_gone_is_reported_with_its_doc_and_line(tmp_path: Path) -> None:
+    doc = tmp_path / "guide.md"
+    doc.write_text(
+        "Run `python -m chaos list`, then `nox -s functional -- --scenario x`.\n\n"
+        "    python -m chaos vanish scenarios/rank_killed.yaml\n\n"
+        "The verdicts (`chaos.verdicts.compare_runs`) and `chaos.judge.correlate.correlate`;\n"
+        "`Scenario.trainer_config`, `Scenario.runs_alone`, `chaos.judge.correlate:nothing`, `nox -s unit\nexplain`,\n"
+        "`chaos/judge/correlate.py`, `trainer/gone.py`, `python -m runlog`.\n"
+    )
+    assert [p.removeprefix("docs/guide.md:") for p in stale_in(doc)] == [
+        "3: `chaos vanish`: no such subcommand (chaos has " + ", ".join(sorted(chaos_commands())) + ")",
+        "5: `chaos.verdicts.compare_runs`: module chaos has no 'verdicts'",
+        "6: `Scenario.trainer_config`: class Scenario has no 'trainer_config'",
+        "6: `chaos.judge.correlate:nothing`: module chaos.judge.correlate has no 'nothing'",
+        "6: `nox -s explain`: no such session (noxfile.py has " + ", ".join(sorted(nox_sessions())) + ")",
+        "8: `trainer/gone.py`: no such file or folder",
+        "8: `python -m runlog`: package runlog has no __main__.py",
+    ]
+
+
+def stale_in(doc: Path) -> list[str]:
+    """stale() of a doc outside the checkout, named as if it were in it."""
+    inside = ROOT / "docs" / doc.name
+    return [problem for s in snippets(doc) for problem in problems(Snippet(inside, s.line, s.text))]
