@@ -119,3 +119,11 @@ def gpu(session: nox.Session) -> None:
     """
     session.install("--no-deps", "--no-build-isolation", "-e", ".")
     session.run("bash", "tools/gpu-suite.sh", "chaos-runs/gpu", "--", *session.posargs, external=True)
+
+
+@nox.session
+def explore(session: nox.Session) -> None:
+    """`-- BASE.yaml --budget 10m [--seed S] [--out DIR] [--faults a,b]`: chaos explore searches fault schedules from
+    a base scenario and shrinks what breaks an invariant to a scenario file (docs/explore.md)."""
+    install_project(session)
+    session.run("python", "-m", "chaos", "explore", *session.posargs)

@@ -206,6 +206,18 @@ def cmd_slurm(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_explore(args: argparse.Namespace) -> int:
+    """Search fault schedules from a base scenario (chaos/explore; docs/explore.md)."""
+    try:
+        from chaos.explore.report import show
+        from chaos.explore.search import Options, explore, parse_budget
+    except ModuleNotFoundError as e:
+        raise BadInput(f"chaos explore needs {e.name}: pip install -e '.[test]'") from None
+    options = Options(Path(args.base), parse_budget(args.budget), args.seed, Path(args.out),
+                      tuple(n for n in args.faults.split(",") if n) if args.faults else (), args.reruns)
+    return show(explore(options, progress_out(args)), args.json)
+
+
 def package_version() -> str:
     try:
         return f"chaos-harness {version('chaos-harness')}"
@@ -261,6 +273,18 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--out", default="chaos-runs", help="folder for run folders (default: chaos-runs)")
     rp.add_argument("--keep", action="store_true", help="keep the run's checkpoints")
     rp.set_defaults(func=cmd_replay)
+    ex = sub.add_parser(
+        "explore", help="search fault schedules from a base scenario; shrink what breaks an invariant to a scenario file",
+        description="Exit 0: every schedule kept every invariant; 1: something was found (DIR/found/); 2: bad input.",
+    )
+    ex.add_argument("base", help="the base scenario file (its trainer, world, launcher and settings)")
+    ex.add_argument("--budget", default="10m", help="wall time for the search and the shrinking: 10m, 90s, 1h (default: 10m)")
+    ex.add_argument("--seed", type=count(0), default=0, help="hypothesis's seed: the same seed draws the same schedules (default: 0)")
+    ex.add_argument("--out", default="chaos-runs/explore", help="output folder: runs, found/, report, example database")
+    ex.add_argument("--faults", help="comma-separated fault types to draw from (default: every one the base allows)")
+    ex.add_argument("--reruns", type=count(1), default=2, help="reruns of each found scenario file (default: 2)")
+    ex.add_argument("--json", action="store_true", help="print the result as one JSON object (progress goes to stderr)")
+    ex.set_defaults(func=cmd_explore)
     for sp in (run, ls):
         sp.add_argument("--scenario-dir", default=str(DEFAULT_SCENARIOS), help="where scenario files live")
     return p

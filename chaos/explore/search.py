@@ -1,0 +1,326 @@
+"""The search: hypothesis draws schedules from the base's space, each runs for real and is judged; a
+schedule that breaks an invariant is shrunk by hypothesis, written as a scenario file, and run again.
+
+Reproducible: hypothesis is seeded with ``--seed``, so the same seed draws the same schedules in the same
+order; its example database (``DIR/.hypothesis``) and the judged schedules (``DIR/judged.jsonl``) stay in the
+output folder, so a second session replays the failures first and reuses every schedule judged before.
+The budget bounds the search and the shrinking: no run starts that the time left cannot fit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import seed as seeded
+from hypothesis.database import DirectoryBasedExampleDatabase
+
+from chaos.errors import BadInput
+from chaos.explore.invariants import SAYS, broken, evidence, expect_for
+from chaos.explore.space import Kind, Schedule, Space, allowed_kinds, fault_registry, space_of
+from chaos.judge.baseline import baseline_key, cache_dir
+from chaos.judge.timeline import load_run
+from chaos.schema.loader import load_scenario
+from chaos.schema.scenario import Scenario
+from chaos.supervise.runner import run_scenario
+from runlog.layout import RunFolder
+
+FIRST_RUN_S = 20.0
+"""What one run of a base is taken to need before any has run (a tiny base: start-up, a restart, judging)."""
+
+
+class ExploreError(BadInput):
+    """Bad input to chaos explore: its base, budget or fault types."""
+
+
+@dataclass(frozen=True)
+class Options:
+    base: Path
+    budget_s: float
+    seed: int
+    out: Path
+    faults: tuple[str, ...] = ()
+    """Fault types (or kind labels) to draw from; empty: every one the base allows."""
+    reruns: int = 2
+
+
+@dataclass(frozen=True)
+class Record:
+    """One schedule, run and judged."""
+
+    key: str
+    faults: list[dict[str, Any]]
+    expect: dict[str, Any]
+    """What the invariants say of this schedule: its scenario's expectations."""
+    broken: tuple[str, ...]
+    run_dir: str
+    run_s: float
+    """The run itself (what a plain `chaos run` of the schedule runs)."""
+    explore_s: float
+    """Everything explore spent on it: drawing, the run, judging the invariants, recording."""
+    found_at_s: float
+    """Seconds since the search started."""
+    reused: bool = False
+    size: tuple[int, ...] = ()
+    cells: tuple[tuple[str, str], ...] = ()
+    """Its faults on the step x fault-kind grid."""
+
+
+@dataclass(frozen=True)
+class Found:
+    invariant: str
+    says: str
+    scenario: str
+    schedule: list[dict[str, Any]]
+    run_dir: str
+    picture: str
+    evidence: str
+    reproduced: str
+    """always, sometimes or never, over the reruns of the scenario file."""
+    reruns: list[bool]
+    time_to_find_s: float
+    shrunk_from: int
+
+
+@dataclass
+class Exploration:
+    options: Options
+    base_name: str
+    kinds: list[str]
+    steps: list[int]
+    cells: int
+    """Cells of the step x fault-kind grid a schedule can reach (the coverage's whole)."""
+    records: list[Record] = field(default_factory=list)
+    found: list[Found] = field(default_factory=list)
+    seconds: float = 0.0
+    shrink_cut: bool = False
+    """Shrinking stopped because the budget was spent (the scenario is the smallest failure seen by then)."""
+
+
+def parse_budget(text: str) -> float:
+    """'10m', '90s', '1h' or plain seconds."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    number, unit = (text[:-1], units[text[-1]]) if text and text[-1] in units else (text, 1)
+    try:
+        seconds = float(number) * unit
+    except ValueError:
+        raise ExploreError(f"--budget: {text!r} is not a duration (10m, 90s, 1h or seconds)") from None
+    if not seconds > 0:
+        raise ExploreError(f"--budget: {text!r} must be more than nothing")
+    return seconds
+
+
+def prepare(options: Options) -> tuple[Scenario, Space]:
+    """The validated base and its space; ExploreError when explore cannot run it (one line)."""
+    base = load_scenario(options.base)
+    refused = [why for why, bad in (
+        ("a `command` (explore judges this project's trainer bit for bit)", base.command is not None),
+        ("nodes > 1", base.nodes > 1), ("relaunch", base.relaunch), ("job_retries", bool(base.job_retries)),
+        ("in-process restart", base.config.inprocess_restart.enabled), (f"requires: {base.requires}", base.requires in ("slurm", "gpu")),
+    ) if bad]
+    if refused:
+        raise ExploreError(f"{options.base}: explore takes a one-node base of this project's trainer restarted by its launcher; it has {refused[0]}")
+    allowed = allowed_kinds(base, fault_registry())
+    kinds = allowed.kinds
+    if options.faults:
+        kinds = _chosen(options, allowed.kinds, {r.label: r.reason for r in allowed.refused})
+    if not kinds:
+        raise ExploreError(f"{options.base}: no fault type can be explored on this base")
+    return base, space_of(base, kinds)
+
+
+def _chosen(options: Options, allowed: tuple[Kind, ...], refused: dict[str, str]) -> tuple[Kind, ...]:
+    registry = fault_registry()
+    for name in options.faults:
+        if name not in registry and name not in refused and not any(k.label == name for k in allowed):
+            raise ExploreError(f"--faults: unknown fault type {name!r} (known: {', '.join(sorted(registry))})")
+    kinds = tuple(k for k in allowed if k.type in options.faults or k.label in options.faults)
+    for name in options.faults:
+        if not any(name in (k.type, k.label) for k in kinds):
+            why = next((why for label, why in refused.items() if name in (label, label.split("(")[0])), "explore does not draw it")
+            raise ExploreError(f"--faults: {name} cannot be explored on {options.base.name}: {why}")
+    return kinds
+
+
+def run_estimate(base: Scenario) -> float:
+    """What one run of the base takes: twice its cached fault-free run (a fault adds a restart), else a guess."""
+    events = RunFolder(cache_dir() / baseline_key(base))
+    if not events.final_weights.is_file():
+        return FIRST_RUN_S
+    wall = load_run(events.root)[1].wall_s
+    return FIRST_RUN_S if wall is None else 2 * wall + 4
+
+
+class Search:
+    """One session: the budget, the schedules judged (this session's and reused ones), the progress line."""
+
+    def __init__(self, options: Options, base: Scenario, space: Space, progress: Callable[[str], None] | None):
+        self.options, self.base, self.space, self.progress = options, base, space, progress
+        self.start = time.monotonic()
+        self.estimate = run_estimate(base)
+        if options.budget_s < self.estimate:
+            raise ExploreError(f"--budget: {options.budget_s:g} s cannot fit one run of {base.name} (about {self.estimate:.0f} s)")
+        self.digest = hashlib.sha256(json.dumps(base.model_dump(mode="json", exclude={"faults", "expect"}), sort_keys=True).encode()).hexdigest()[:12]
+        self.log = options.out / "judged.jsonl"
+        self.earlier = self._earlier()
+        self.judged: dict[str, Record] = {}
+        self.cut = False
+        self.last_end = self.start
+
+    def _earlier(self) -> dict[str, Record]:
+        """Schedules an earlier session judged on this base."""
+        if not self.log.is_file():
+            return {}
+        out = {}
+        for line in self.log.read_text().splitlines():
+            row = json.loads(line)
+            if row.pop("base") == self.digest:
+                cells = tuple(tuple(c) for c in row.pop("cells"))
+                record = Record(**{**row, "broken": tuple(row["broken"]), "size": tuple(row["size"]), "cells": cells, "reused": True})
+                out[record.key] = record
+        return out
+
+    def left(self) -> float:
+        return self.options.budget_s - (time.monotonic() - self.start)
+
+    def judge(self, schedule: Schedule) -> Record | None:
+        """The schedule run and judged (or as judged before); None when the time left fits no run."""
+        known = self.judged.get(schedule.key) or self.earlier.get(schedule.key)
+        if known is not None:
+            self.judged[schedule.key] = known
+            return known
+        typical = statistics.median(r.run_s for r in self.judged.values() if not r.reused) if self._fresh() else self.estimate
+        if self.left() < typical:
+            self.cut = self.cut or any(r.broken for r in self.judged.values())
+            return None
+        t0 = time.monotonic()
+        faults, expect = [f.to_yaml() for f in schedule.faults], expect_for(self.base, self.space, schedule)
+        scenario = self.base.replace(name=f"{self.base.name}-explore", faults=faults, expect=expect, known_failure=None)
+        outcome = run_scenario(scenario, self.options.out / "runs", progress=None)
+        run_s = time.monotonic() - t0
+        record = Record(schedule.key, faults, expect, broken(outcome.journal), str(outcome.run_dir), run_s, time.monotonic() - self.last_end, time.monotonic() - self.start, size=schedule.size(), cells=tuple(f.cell for f in schedule.faults))
+        self.last_end = time.monotonic()
+        self.judged[schedule.key] = record
+        with self.log.open("a") as f:
+            f.write(json.dumps({**asdict(record), "base": self.digest}) + "\n")
+        self._show(record)
+        return record
+
+    def _fresh(self) -> bool:
+        return any(not r.reused for r in self.judged.values())
+
+    def _show(self, record: Record) -> None:
+        if self.progress is None:
+            return
+        found = len({i for r in self.judged.values() for i in r.broken})
+        verdict = "broke " + ", ".join(record.broken) if record.broken else "ok"
+        self.progress(
+            f"explore: {len(self.judged)} judged, {found} found, {max(0, self.left()) / 60:.1f} min left | "
+            f"{record.key}: {verdict} ({record.run_s:.1f} s)"
+        )
+
+
+class InvariantBroken(AssertionError):
+    """What the probe raises for hypothesis: the schedule broke an invariant."""
+
+
+def search(search: Search) -> None:
+    """Let hypothesis draw, judge and shrink until its examples or the budget run out."""
+    crash: list[BaseException] = []
+
+    def probe(schedule: Schedule) -> None:
+        if crash:
+            return
+        try:
+            record = search.judge(schedule)
+        except Exception as e:  # a harness error is not a schedule's failure: stop, and raise it afterwards
+            crash.append(e)
+            return
+        if record is not None and record.broken:
+            raise InvariantBroken(", ".join(record.broken))
+
+    probe._hypothesis_internal_add_digest = search.digest.encode()  # type: ignore[attr-defined]  # one database key per base
+    examples = int(search.options.budget_s / 3) + len(search.earlier) + 20
+    test = seeded(search.options.seed)(settings(
+        database=DirectoryBasedExampleDatabase(search.options.out / ".hypothesis"), max_examples=examples, deadline=None,
+        suppress_health_check=list(HealthCheck), phases=(Phase.reuse, Phase.generate, Phase.shrink),
+        verbosity=Verbosity.quiet, print_blob=False, report_multiple_bugs=False,
+    )(given(search.space.strategy())(probe)))
+    with contextlib.suppress(InvariantBroken):  # the failures are in the records; smallest() picks from them
+        test()
+    if crash:
+        raise crash[0]
+
+
+def smallest(records: list[Record]) -> dict[str, tuple[Record, int]]:
+    """Per broken invariant, the simplest schedule that broke it, and how many schedules broke it."""
+    out: dict[str, tuple[Record, int]] = {}
+    for inv in dict.fromkeys(i for r in records for i in r.broken):
+        failing = [r for r in records if inv in r.broken]
+        out[inv] = (min(failing, key=lambda r: (r.size, r.found_at_s)), len(failing))
+    return out
+
+
+def write_found(search: Search, invariant: str, record: Record) -> Path:
+    """The failing schedule as a scenario file `chaos run` reproduces: the base's own file with its faults
+    and the invariants' expectations."""
+    folder = search.options.out / "found"
+    folder.mkdir(parents=True, exist_ok=True)
+    name = f"found_{invariant}_{hashlib.sha256(record.key.encode()).hexdigest()[:6]}"
+    raw = yaml.safe_load(search.options.base.read_text())
+    raw.pop("known_failure", None)
+    description = (f"Found by chaos explore (seed {search.options.seed}) from {search.options.base}: {SAYS.get(invariant, invariant)} "
+                   f"broke under {record.key}.")
+    data = {**raw, "name": name, "description": description, "faults": record.faults,
+            "expect": record.expect}
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False, width=110))
+    load_scenario(path)  # what chaos run will read
+    return path
+
+
+def reproduce(search: Search, path: Path, invariant: str) -> list[bool]:
+    """Run the scenario file `reruns` times; whether each broke the invariant again."""
+    scenario = load_scenario(path)
+    return [invariant in broken(run_scenario(scenario, search.options.out / "runs", progress=None).journal)
+            for _ in range(search.options.reruns)]
+
+
+def explore(options: Options, progress: Callable[[str], None] | None = print) -> Exploration:
+    """Search, shrink, write and rerun what was found."""
+    base, space = prepare(options)
+    options.out.mkdir(parents=True, exist_ok=True)
+    session = Search(options, base, space, progress)
+    if progress:
+        progress(f"explore: {base.name}: {len(space.kinds)} fault kinds at steps {list(space.steps())}, budget "
+                 f"{options.budget_s:g} s, seed {options.seed}; runs in {options.out / 'runs'}")
+    search(session)
+    result = Exploration(options, base.name, [k.label for k in space.kinds], list(space.steps()), len(space.cells()),
+                         list(session.judged.values()), shrink_cut=session.cut)
+    for invariant, (record, count) in smallest(result.records).items():
+        path = write_found(session, invariant, record)
+        if progress:
+            progress(f"explore: {invariant} broken by {record.key}; rerunning {path} {options.reruns} times")
+        again = reproduce(session, path, invariant)
+        reproduced = "always" if all(again) else "sometimes" if any(again) else "never"
+        first = min(r.found_at_s for r in result.records if invariant in r.broken)
+        result.found.append(Found(
+            invariant, SAYS.get(invariant, invariant), str(path), record.faults, record.run_dir,
+            str(RunFolder(Path(record.run_dir)).picture), evidence(_journal(record), invariant), reproduced, again,
+            first, count,
+        ))
+    result.seconds = time.monotonic() - session.start
+    return result
+
+
+def _journal(record: Record) -> dict[str, Any]:
+    return json.loads(RunFolder(Path(record.run_dir)).journal.read_text())
