@@ -283,6 +283,8 @@ class Launched(Record):
     command: list[str] | None = optional()
     pid: int | None = optional()
     nodes: int | None = optional()
+    network: str | None = optional()
+    """The run's network: ``netns`` (its own), one per node, or the machine's with claimed ports (and why)."""
 
 
 @dataclass(frozen=True)
@@ -368,3 +370,5 @@ class AgentExit(Record):
 class Leftover(Record):
     event = names.LEFTOVER
     pids: list[int]
+    isolation: list[str] | None = optional()
+    """The run's namespaces (or links) still there after it, each with what holds it."""

@@ -56,6 +56,7 @@ def harness_verdicts(events: list[dict[str, Any]], deadline_s: float, expect: Ex
     expect = expect or Expect()
     killed = any(e["event"] == names.DEADLINE for e in events)
     left = [pid for e in events if e["event"] == names.LEFTOVER for pid in e["pids"]]
+    left += [held for e in events if e["event"] == names.LEFTOVER for held in e.get("isolation") or ()]
     missed = [f"{e['fault_id']} {e['fault']}: {e['reason']}" for e in events if e["event"] == names.FAULT_MISSED]
     wanted = sorted(set(expect.pitfalls or ()))
     seen = sorted({e["name"] for e in events if e["event"] == names.PITFALL})
@@ -65,7 +66,7 @@ def harness_verdicts(events: list[dict[str, Any]], deadline_s: float, expect: Ex
         on_time = Verdict(deadline, f"killed at the deadline ({deadline_s:g} s)", on_time.observed, killed)
     return [
         on_time,
-        Verdict(reaped, "no process of the run left", left or "none", not left),
+        Verdict(reaped, "no process, namespace or link of the run left", left or "none", not left),
         Verdict(found, "every fault struck a real target", "; ".join(missed) or "all did", not missed),
         Verdict(pitfall, ", ".join(wanted) or "none", _pitfalls(seen), wanted == seen),
     ]

@@ -6,7 +6,11 @@ and the run's marker (CHAOS_RUN_ID), which every worker inherits. An agent's out
 (``launcher.log``, or ``launcher-<node>.log``); lines that show the launcher or NVRx's rank monitor acting on
 a fault become runner events, stamped as they arrive, and its restart lines move the attempt tracker. On the
 deadline, Ctrl-C or any error every live agent's process group is killed; afterwards any process still
-carrying the marker is a leftover: it is reported (a failure of the run) and killed.
+carrying the marker is a leftover: it is reported (a failure of the run) and killed. With
+``LaunchSpec.isolation`` the agents start inside the launch's namespaces (chaos/supervise/isolation.py: the
+run's own network, or one per simulated node, and private tmpfs mounts), which end with the launch: a
+namespace or link of the run still there afterwards is a leftover too. The launch event says which network
+the run had (``network``: its own, or the machine's with claimed ports, and why).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import IO
 from chaos.adapters.launcher import follow
 from chaos.supervise import deathsig
 from chaos.supervise.attempts import AttemptTracker
+from chaos.supervise.isolation import NODE_IF, Isolation, Room
 from chaos.supervise.procs import kill_run, marked_pids, stop_group
 from runlog.env import ATTEMPT_BASE_VAR, NODE_VAR, RUN_ID_VAR, node_name
 from runlog.layout import RunFolder
@@ -52,6 +57,8 @@ class LaunchSpec:
     """Agents started together, one per simulated node (node0..); 1: a one-node launch."""
     gpu_blocks: tuple[str, ...] = ()
     """A multi-node GPU run: each node's CUDA_VISIBLE_DEVICES (``node_block`` picks a node's); empty on CPU."""
+    isolation: Isolation | None = None
+    """The namespaces the agents start in (None: the machine's, as a stand-in launcher in a unit test)."""
 
 
 @dataclass
@@ -60,6 +67,8 @@ class LaunchResult:
     timed_out: bool = False
     interrupted: bool = False
     leftovers: list[int] = field(default_factory=list)
+    isolation_left: list[str] = field(default_factory=list)
+    """Namespaces or links of the launch still there after it (chaos/supervise/isolation.py ``Room.close``)."""
 
 
 @dataclass
@@ -76,10 +85,12 @@ class Agent:
         return self.node or "launcher"
 
 
-def agent_command(command: list[str], is_host: bool) -> list[str]:
-    """One agent's command: `command` with the rendezvous store pinned to node 0 (`is_host`)."""
+def agent_command(command: list[str], is_host: bool, local_addr: str | None = None) -> list[str]:
+    """One agent's command: `command` with the rendezvous store pinned to node 0 (`is_host`), and, on a node
+    with a network of its own, its address (what the launcher hands its workers as MASTER_ADDR on node 0)."""
     at = next(i for i, arg in enumerate(command) if arg.startswith("--rdzv-backend=")) + 1
-    return [*command[:at], f"--rdzv-conf=is_host={str(is_host).lower()}", *command[at:]]
+    own = [] if local_addr is None else [f"--local-addr={local_addr}"]
+    return [*command[:at], f"--rdzv-conf=is_host={str(is_host).lower()}", *own, *command[at:]]
 
 
 def worker_base(command: list[str], base: int) -> int:
@@ -110,22 +121,26 @@ class Launch:
         self.spec, self.events, self.attempts = spec, events, attempts
         self.on_tick, self.on_line = on_tick, on_line
         self.agents: list[Agent] = []
+        self.room: Room | None = None
         self._lock = threading.Lock()
 
     def start(self, node: str | None, base: int) -> Agent:
         """Start the agent of `node` (None: the one of a one-node launch), whose round begins at `base`."""
         spec, folder = self.spec, RunFolder(self.spec.run_dir)
         env = {ATTEMPT_BASE_VAR: str(base), **spec.env, RUN_ID_VAR: spec.run_id}
-        command = spec.command
+        command, room = spec.command, self.room
         if node is not None:
             env.update({**nvrx_compat.SIMULATED_NODES_ENV, NODE_VAR: node, ATTEMPT_BASE_VAR: str(worker_base(command, base))})
-            command = agent_command(spec.command, is_host=node == node_name(0))
+            own = room is not None and room.mode == "node-networks"
+            command = agent_command(spec.command, is_host=node == node_name(0), local_addr=room.address(node) if own else None)
+            if own:
+                env["GLOO_SOCKET_IFNAME"] = NODE_IF  # gloo's address: the node's link, not the hostname's
             if spec.gpu_blocks:
                 index = int(node.removeprefix("node"))
                 env["CUDA_VISIBLE_DEVICES"] = spec.gpu_blocks[node_block(index, len(spec.gpu_blocks))]
         log = open(folder.launcher_log if node is None else folder.agent_log(node), "ab")  # noqa: SIM115 - closed by the reader
         proc = subprocess.Popen(
-            deathsig.wrap(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+            deathsig.wrap(command, enter=room.holder_pid(node) if room else None), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
             cwd=spec.cwd, start_new_session=True,
         )
         agent = Agent(node, proc)
@@ -133,7 +148,7 @@ class Launch:
             self.agents.append(agent)
             self.attempts.joined(agent.key, base)
             if node is None:
-                self.events.write(Launched(command=spec.command, pid=proc.pid))
+                self.events.write(Launched(command=spec.command, pid=proc.pid, network=self._network()))
             else:
                 self.events.write(AgentStart(node, proc.pid, base, node=node))
         agent.reader = threading.Thread(target=self._read, args=(agent, log), daemon=True)
@@ -149,14 +164,15 @@ class Launch:
     def wait(self) -> LaunchResult:
         spec, start = self.spec, time.monotonic()
         base = self.attempts.launcher()
-        if spec.nodes == 1:
-            self.start(None, base)
-        else:
-            self.events.write(Launched(command=spec.command, nodes=spec.nodes))
-            for i in range(spec.nodes):
-                self.start(node_name(i), base)
         result = LaunchResult(exit_code=None)
         try:
+            self.room = spec.isolation.start(spec.env, spec.run_id) if spec.isolation else None
+            if spec.nodes == 1:
+                self.start(None, base)
+            else:
+                self.events.write(Launched(command=spec.command, nodes=spec.nodes, network=self._network()))
+                for i in range(spec.nodes):
+                    self.start(node_name(i), base)
             self._watch(start, result)
         except BaseException:
             result.interrupted = True
@@ -171,9 +187,12 @@ class Launch:
                     self.events.write(AgentExit(agent.node, agent.proc.returncode, agent.lost, node=agent.node))
             result.exit_code = self.job_code()
             self.events.write(LauncherExit(result.exit_code))
-            result.leftovers = self._reap()
+            result.leftovers, result.isolation_left = self._reap()
             self.on_tick()
         return result
+
+    def _network(self) -> str | None:
+        return None if self.room is None else self.room.describe()
 
     def job_code(self) -> int:
         """The job's exit code: the first failure among agents the runner did not kill itself, else 0."""
@@ -205,12 +224,14 @@ class Launch:
                 self.attempts.restarted(agent.key)
             self.events.write(hit if agent.node is None else replace(hit, node=agent.node))
 
-    def _reap(self) -> list[int]:
-        """Wait briefly for the run's processes to go; report and kill any that stay."""
+    def _reap(self) -> tuple[list[int], list[str]]:
+        """Wait briefly for the run's processes to go and kill any that stay, then end the launch's namespaces;
+        report the processes that stayed and what of the namespaces is still there."""
         end = time.monotonic() + 3.0
         while (left := marked_pids(self.spec.run_id)) and time.monotonic() < end:
             time.sleep(0.1)
-        if left:
-            self.events.write(Leftover(left))
         kill_run(self.spec.run_id)  # by marker, not by the reaped agents' process groups
-        return left
+        held = self.room.close() if self.room is not None else []
+        if left or held:
+            self.events.write(Leftover(left, isolation=held or None))
+        return left, held

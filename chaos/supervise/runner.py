@@ -27,6 +27,7 @@ from chaos.schema.plan import PlannedFault, arming, write_plan
 from chaos.schema.scenario import Scenario, plan_faults
 from chaos.supervise.attempts import AttemptTracker
 from chaos.supervise.foreign import AdapterSteps
+from chaos.supervise.isolation import Isolation
 from chaos.supervise.launch import Launch, LaunchResult, LaunchSpec
 from chaos.supervise.nodes import gpu_blocks, run_nodes, visible_gpus
 from chaos.supervise.ports import reserve_ports, sweep_claims
@@ -94,7 +95,8 @@ def launcher_command(scenario: Scenario, run_dir: Path, port: int, overrides: li
     ]
     trainer = ["-m", "trainer", "--recipe", scenario.recipe, *overrides]
     if scenario.command is not None:
-        trainer = ["--no-python", *external_command(rank_argv(scenario.command), run_dir)]
+        shim = STORE_PORT_SHIM if scenario.launcher == "ft_launcher" else []
+        trainer = ["--no-python", *shim, *external_command(rank_argv(scenario.command), run_dir)]
     if scenario.launcher == "torchrun" and scenario.config.inprocess_restart.enabled:
         # c10d hands workers an ephemeral MASTER_PORT; static rendezvous hands them `port`, so that NVRx's
         # in-process stores on MASTER_PORT+1 and +2 land on the ports reserved with it.
@@ -108,6 +110,12 @@ def launcher_command(scenario: Scenario, run_dir: Path, port: int, overrides: li
         sys.executable, "-m", nvrx_compat.LAUNCHER_MODULE, *common,
         f"--term-timeout={scenario.ft.term_timeout:g}", f"--ft-cfg-path={ft_yaml}", *trainer,
     ]
+
+
+STORE_PORT_SHIM = ["sh", "-c", f'export MASTER_PORT="${{{STORE_PORT_VAR}:-$MASTER_PORT}}"; exec "$@"', "sh"]
+"""A command's workers under ft_launcher take the reserved store port as MASTER_PORT, as our trainer does
+(trainer/distributed.py): ft_launcher's own pick is a port it bound, released and handed on, free for any
+process to take first (EADDRINUSE at start-up, a restart burnt; issue 30)."""
 
 
 def ft_options(scenario: Scenario, run_dir: Path) -> dict[str, Any]:
@@ -240,6 +248,7 @@ def _launch(
             env={**env, **launcher_env(scenario, claim.ports), **env_overrides},
             run_dir=run_dir, deadline_s=deadline_s, run_id=run_dir.name, cwd=PROJECT_ROOT, nodes=scenario.nodes,
             gpu_blocks=tuple(gpu_blocks(visible_gpus(), scenario.node_size)) if on_gpus else (),
+            isolation=Isolation(network=True),
         )
         launch = Launch(spec, events, attempts, on_line=steps.line if isinstance(steps, LogSteps | AdapterSteps) else None)
         if scenario.nodes > 1:

@@ -1,0 +1,62 @@
+"""The process that holds a run's namespaces (chaos/supervise/isolation.py): they exist while it lives.
+
+    python -I -S chaos/supervise/nshold.py NET [PATH=BYTES ...]
+
+NET ``1`` unshares a network namespace and brings its loopback up; each ``PATH=BYTES`` mounts a tmpfs of
+that size on PATH in a private mount namespace (``/`` made private first, so nothing propagates back to the
+machine). It prints ``ready`` once they exist, then waits for its stdin to close: the runner's end of a
+pipe, closed however the runner ends. A namespace outlives its holder only while a process of the run is
+still inside it, and the kernel removes it, its links and its mounts with the last one. What cannot be done
+(not root, a kernel without the feature) is one line on stderr and exit code 3, before ``ready``. Run by its
+path with the standard library alone (``-I -S``), like chaos/supervise/deathsig.py, which it is exec'd by.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import sys
+
+CLONE_NEWNS, CLONE_NEWNET = 0x00020000, 0x40000000
+MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
+
+
+def _check(result: int, libc: ctypes.CDLL, what: str) -> None:
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+
+
+def isolate(net: bool, mounts: list[tuple[str, int]]) -> None:
+    """Unshare the namespaces asked for and set them up (loopback up, tmpfs mounted)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    flags = (CLONE_NEWNET if net else 0) | (CLONE_NEWNS if mounts else 0)
+    _check(libc.unshare(flags), libc, "unshare")
+    if mounts:
+        _check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), libc, "make / private")
+    for path, size in mounts:
+        options = f"size={size},mode=0755".encode()
+        _check(libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options), libc, f"tmpfs on {path}")
+    if net:
+        subprocess.run(["ip", "link", "set", "lo", "up"], check=True, capture_output=True)
+
+
+def main(argv: list[str]) -> None:
+    net = argv[0] == "1"
+    mounts = [(path, int(size)) for path, size in (arg.rsplit("=", 1) for arg in argv[1:])]
+    try:
+        isolate(net, mounts)
+    except FileNotFoundError:
+        print("nshold: ip (iproute2) is not installed", file=sys.stderr, flush=True)
+        sys.exit(3)
+    except (OSError, subprocess.CalledProcessError) as e:
+        reason = e.stderr.decode().strip() if isinstance(e, subprocess.CalledProcessError) else e.strerror or str(e)
+        print(f"nshold: {reason}", file=sys.stderr, flush=True)
+        sys.exit(3)
+    print("ready", flush=True)
+    sys.stdin.buffer.read()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,174 @@
+"""A run's namespaces with real processes: its own network, bounded tmpfs mounts, node networks joined by a
+bridge, cut and limited links, the fallback where namespaces are refused, and nothing left after close."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from chaos.supervise import deathsig
+from chaos.supervise.isolation import Isolation, Room, links_left, still_held, unavailable
+
+needs_namespaces = pytest.mark.skipif(unavailable() is not None, reason=f"no namespaces here: {unavailable()}")
+
+
+def inside(room: Room, node: str | None, code: str, timeout: float = 20) -> subprocess.CompletedProcess:
+    """`code` run by this interpreter inside `node`'s namespaces, as an agent is started."""
+    argv = deathsig.wrap([sys.executable, "-c", textwrap.dedent(code)], enter=room.holder_pid(node))
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+
+
+def _inodes(room: Room) -> dict[int, str]:
+    holders = [*room.holders.values(), *([room.hub] if room.hub else [])]
+    return {ino: kind for h in holders for kind, ino in h.namespaces.items()}
+
+
+@needs_namespaces
+def test_a_port_taken_on_the_machine_is_free_inside_the_run_and_nothing_is_left(tmp_path: Path) -> None:
+    import socket
+
+    room = Isolation(network=True).start(os.environ, "test-netns")
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    port = taken.getsockname()[1]
+    try:
+        done = inside(room, None, f"""
+            import os, socket
+            s = socket.socket(); s.bind(("127.0.0.1", {port})); s.listen()
+            print(sorted(name for _, name in socket.if_nameindex()))""")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split("\n")[0] == "['lo']"
+        assert room.describe() == "netns" and room.reason is None
+        inodes = _inodes(room)
+        assert set(inodes.values()) == {"net"}
+    finally:
+        taken.close()
+        assert room.close() == []
+    assert still_held(inodes) == []
+
+
+@needs_namespaces
+def test_a_tmpfs_of_the_run_fills_up_with_enospc_inside_and_the_machine_never_sees_it(tmp_path: Path) -> None:
+    disk = tmp_path / "ckpt"
+    disk.mkdir()
+    room = Isolation(network=True, tmpfs={disk: 1 << 20}).start(os.environ, "test-tmpfs")
+    try:
+        done = inside(room, None, f"""
+            import errno
+            try:
+                open("{disk}/big", "wb").write(bytes(2 << 20))
+            except OSError as e:
+                print(errno.errorcode[e.errno])""")
+        assert done.stdout.strip() == "ENOSPC", done.stderr
+        seen = Path(f"/proc/{room.holder_pid(None)}/root") / str(disk).lstrip("/") / "big"
+        assert seen.stat().st_size == 1 << 20  # the runner reads the mounted files through the holder
+        assert list(disk.iterdir()) == []
+    finally:
+        assert room.close() == []
+    assert str(disk) not in Path("/proc/self/mountinfo").read_text()
+
+
+@needs_namespaces
+def test_a_process_still_inside_after_close_is_named_as_a_leftover(tmp_path: Path) -> None:
+    room = Isolation(network=True).start(os.environ, "test-left")
+    stray = subprocess.Popen(deathsig.wrap(["sleep", "30"], enter=room.holder_pid(None)))
+    try:
+        time.sleep(0.2)
+        inodes = _inodes(room)
+        left = room.close(timeout_s=0.5)
+        assert left == [f"net:[{next(iter(inodes))}] held by pid {stray.pid}"]
+    finally:
+        stray.kill()
+        stray.wait()
+    deadline = time.monotonic() + 3
+    while still_held(inodes) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert still_held(inodes) == []
+
+
+SERVE = """
+    import socket, sys, time
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("0.0.0.0", 29400)); s.listen(); print("listening", flush=True)
+    while True:
+        c, _ = s.accept()
+        while c.recv(1 << 16):
+            pass
+        c.sendall(b"k")  # everything arrived
+        c.close()
+"""
+
+
+def _send(room: Room, nbytes: int, timeout_s: float) -> subprocess.CompletedProcess:
+    return inside(room, "node1", f"""
+        import socket, time
+        t = time.monotonic()
+        try:
+            c = socket.create_connection(("10.77.0.1", 29400), timeout={timeout_s})
+            c.sendall(bytes({nbytes})); c.shutdown(socket.SHUT_WR); c.settimeout({timeout_s}); c.recv(1)
+            print(f"sent {{time.monotonic() - t:.3f}}")
+        except OSError as e:
+            print(f"failed {{type(e).__name__}}")""")
+
+
+@needs_namespaces
+def test_node_networks_are_bridged_and_a_link_is_cut_limited_and_restored() -> None:
+    room = Isolation(network=True, node_networks=("node0", "node1")).start(os.environ, "test-nodes")
+    tag = room.tag
+    server = subprocess.Popen(
+        deathsig.wrap([sys.executable, "-c", textwrap.dedent(SERVE)], enter=room.holder_pid("node0")),
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert server.stdout is not None and server.stdout.readline() == "listening\n"
+        assert (room.address("node0"), room.address("node1")) == ("10.77.0.1", "10.77.0.2")
+        assert _send(room, 1 << 20, 5).stdout.startswith("sent"), "the bridge joins the nodes"
+        room.set_link("node1", up=False)
+        assert _send(room, 1000, 1).stdout.strip() == "failed TimeoutError", "a cut node reaches nobody"
+        room.set_link("node1", up=True)
+        room.shape("node1", rate_kbit=4000, queue_ms=200)
+        slow = float(_send(room, 1 << 20, 10).stdout.split()[1])
+        assert slow > 1.5, f"1 MiB at 4 Mbit/s takes about 2 s, took {slow}"  # 8 Mbit / 4 Mbit/s
+        room.shape("node1", rate_kbit=None)
+        assert float(_send(room, 1 << 20, 5).stdout.split()[1]) < 1.0
+    finally:
+        server.kill()
+        server.wait()
+        inodes = _inodes(room)
+        assert room.close() == []
+    assert still_held(inodes) == [] and links_left(tag) == []
+
+
+def test_without_ip_the_run_falls_back_to_claimed_ports_and_says_why() -> None:
+    bare = {**os.environ, "PATH": "/nonexistent"}
+    room = Isolation(network=True).start(bare, "test-fallback")
+    assert room.mode == "ports" and room.holder_pid(None) is None
+    assert room.describe() == "claimed ports (no network namespace: ip (iproute2) is not installed)"
+    assert room.close() == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv to drop to nobody")
+def test_a_user_without_the_privilege_falls_back_and_a_tmpfs_is_refused(tmp_path: Path) -> None:
+    code = f"""
+        import os, sys
+        sys.path.insert(0, {str(Path(deathsig.__file__).parents[2])!r})
+        from chaos.supervise.isolation import Isolation, IsolationUnavailable
+        room = Isolation(network=True).start(os.environ, "test-nobody")
+        print(room.mode, "|", room.reason)
+        try:
+            Isolation(network=True, tmpfs={{"/tmp": 1 << 20}}).start(os.environ, "test-nobody")
+        except IsolationUnavailable as e:
+            print("refused |", e)"""
+    done = subprocess.run(
+        ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/python3", "-c", textwrap.dedent(code)],
+        capture_output=True, text=True, timeout=30, cwd="/",
+    )
+    assert done.stdout.splitlines() == ["ports | unshare: Operation not permitted", "refused | unshare: Operation not permitted"], done.stderr
+
