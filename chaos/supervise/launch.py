@@ -10,7 +10,8 @@ carrying the marker is a leftover: it is reported (a failure of the run) and kil
 ``LaunchSpec.isolation`` the agents start inside the launch's namespaces (chaos/supervise/isolation.py: the
 run's own network, or one per simulated node, and private tmpfs mounts), which end with the launch: a
 namespace or link of the run still there afterwards is a leftover too. The launch event says which network
-the run had (``network``: its own, or the machine's with claimed ports, and why).
+the run had (``network``: its own, or the machine's with claimed ports, and why). The deadline does not
+count the attempts' start-ups (chaos/supervise/deadline.py).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import IO
 from chaos.adapters.launcher import follow
 from chaos.supervise import deathsig
 from chaos.supervise.attempts import AttemptTracker
+from chaos.supervise.deadline import DeadlineClock
 from chaos.supervise.isolation import NODE_IF, Isolation, Room
 from chaos.supervise.procs import kill_run, marked_pids, stop_group
 from runlog.env import ATTEMPT_BASE_VAR, NODE_VAR, RUN_ID_VAR, node_name
@@ -51,6 +53,7 @@ class LaunchSpec:
     env: dict[str, str]
     run_dir: Path
     deadline_s: float
+    """Of the launch's time less its attempts' start-ups (DeadlineClock)."""
     run_id: str
     cwd: Path | None = None
     nodes: int = 1
@@ -69,6 +72,8 @@ class LaunchResult:
     leftovers: list[int] = field(default_factory=list)
     isolation_left: list[str] = field(default_factory=list)
     """Namespaces or links of the launch still there after it (chaos/supervise/isolation.py ``Room.close``)."""
+    counted_s: float = 0.0
+    """The launch's time that counted against its deadline."""
 
 
 @dataclass
@@ -123,6 +128,7 @@ class Launch:
         self.agents: list[Agent] = []
         self.room: Room | None = None
         self._lock = threading.Lock()
+        self.clock = DeadlineClock(spec.deadline_s, spec.run_dir)
 
     def start(self, node: str | None, base: int) -> Agent:
         """Start the agent of `node` (None: the one of a one-node launch), whose round begins at `base`."""
@@ -164,6 +170,7 @@ class Launch:
     def wait(self) -> LaunchResult:
         spec, start = self.spec, time.monotonic()
         base = self.attempts.launcher()
+        self.clock.launched(base, start)
         result = LaunchResult(exit_code=None)
         try:
             self.room = spec.isolation.start(spec.env, spec.run_id) if spec.isolation else None
@@ -173,7 +180,7 @@ class Launch:
                 self.events.write(Launched(command=spec.command, nodes=spec.nodes, network=self._network()))
                 for i in range(spec.nodes):
                     self.start(node_name(i), base)
-            self._watch(start, result)
+            self._watch(result)
         except BaseException:
             result.interrupted = True
             self._stop_all()
@@ -185,7 +192,7 @@ class Launch:
                     agent.reader.join(timeout=5)
                 if agent.node is not None:
                     self.events.write(AgentExit(agent.node, agent.proc.returncode, agent.lost, node=agent.node))
-            result.exit_code = self.job_code()
+            result.exit_code, result.counted_s = self.job_code(), self.clock.counted(time.monotonic())
             self.events.write(LauncherExit(result.exit_code))
             result.leftovers, result.isolation_left = self._reap()
             self.on_tick()
@@ -199,9 +206,9 @@ class Launch:
         codes = [a.proc.returncode for a in self.agents if not a.lost]
         return next((code for code in codes if code), 0)
 
-    def _watch(self, start: float, result: LaunchResult) -> None:
+    def _watch(self, result: LaunchResult) -> None:
         while any(a.proc.poll() is None for a in self.agents):
-            if time.monotonic() - start > self.spec.deadline_s:
+            if self.clock.counted(time.monotonic()) > self.spec.deadline_s:
                 result.timed_out = True
                 self.events.write(Deadline(self.spec.deadline_s))
                 self._stop_all()
@@ -221,7 +228,7 @@ class Launch:
     def _launcher_line(self, agent: Agent, hit: LauncherLine) -> None:
         with self._lock:
             if isinstance(hit, Restart):
-                self.attempts.restarted(agent.key)
+                self.clock.attempt_began(self.attempts.restarted(agent.key), time.monotonic())
             self.events.write(hit if agent.node is None else replace(hit, node=agent.node))
 
     def _reap(self) -> tuple[list[int], list[str]]:

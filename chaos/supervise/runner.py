@@ -174,7 +174,7 @@ def new_run_dir(out_dir: Path, name: str) -> Path:
 
 def execute(scenario: Scenario, run_dir: Path, seed: int, progress: Callable[[str], None] | None) -> LaunchResult:
     """Launch the scenario's run in `run_dir` and wait for it (no judging)."""
-    run_dir = run_dir.resolve()  # the launcher runs in the project root, not in our cwd
+    run_dir = run_dir.resolve()  # the launcher runs in the run folder, not in our cwd
     folder = RunFolder(run_dir)
     overrides = scenario.trainer_overrides(run_dir)
     plan = plan_faults(scenario, seed)
@@ -197,10 +197,10 @@ def execute(scenario: Scenario, run_dir: Path, seed: int, progress: Callable[[st
     tmp_dir = make_tmp_dir()
     watchdog = Watchdog.start(run_dir.name, tmp_dir)  # the run's processes die with this process
     env = child_env(tmp_dir)
-    start = time.monotonic()
     launch = partial(_launch, scenario, run_dir, overrides, plan, events, attempts, tick, steps)
     try:
         result = launch(env, scenario.deadline_s, {})
+        budget = scenario.deadline_s - result.counted_s
         retries, relaunch = scenario.job_retries, scenario.relaunch
         while not (result.timed_out or result.interrupted):
             if result.exit_code and retries:  # a failed job is launched again (NeMo-Run's executor.retries)
@@ -210,7 +210,8 @@ def execute(scenario: Scenario, run_dir: Path, seed: int, progress: Callable[[st
             else:
                 break
             attempts.relaunched()  # the next launch numbers its attempts on from the last one's
-            result = launch(env, scenario.deadline_s - (time.monotonic() - start), extra)
+            result = launch(env, budget, extra)
+            budget -= result.counted_s
         return result
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)
@@ -246,7 +247,7 @@ def _launch(
         spec = LaunchSpec(
             command=launcher_command(scenario, run_dir, claim.ports[0], overrides),
             env={**env, **launcher_env(scenario, claim.ports), **env_overrides},
-            run_dir=run_dir, deadline_s=deadline_s, run_id=run_dir.name, cwd=PROJECT_ROOT, nodes=scenario.nodes,
+            run_dir=run_dir, deadline_s=deadline_s, run_id=run_dir.name, cwd=run_dir, nodes=scenario.nodes,
             gpu_blocks=tuple(gpu_blocks(visible_gpus(), scenario.node_size)) if on_gpus else (),
             isolation=Isolation(network=True),
         )

@@ -84,6 +84,25 @@ def test_the_deadline_kills_the_launcher_and_what_it_started(tmp_path: Path) -> 
     assert not alive(supervisor.agents[0].proc.pid)
 
 
+def test_the_deadline_counts_from_the_first_step_not_from_the_launch(tmp_path: Path) -> None:
+    """The start-up before the first step (a loaded machine's imports) is not counted: the launch is
+    killed a deadline after its first step."""
+    _, result = launch(tmp_path, f"""
+        import json, os, time
+        time.sleep(1.5)
+        os.makedirs({str(tmp_path / "events")!r}, exist_ok=True)
+        with open({str(tmp_path / "events" / "rank-0.jsonl")!r}, "a") as f:
+            step = dict(event="step", rank=0, attempt=0, mono=time.monotonic(), iteration=1, loss=1.0)
+            f.write(json.dumps(step) + "\\n")
+        time.sleep(60)
+    """, deadline_s=3.0)
+    events = {e["event"]: e["mono"] for e in read_events(tmp_path)}
+    assert result.timed_out
+    assert events["step"] - events["launch"] >= 1.5
+    assert events["deadline"] - events["step"] == pytest.approx(3.0, abs=0.6)  # counted from the launch: 1.5 at most
+    assert result.counted_s == pytest.approx(3.0, abs=0.6)
+
+
 def test_a_process_that_outlives_its_launcher_is_a_reaped_leftover(tmp_path: Path) -> None:
     _, result = launch(tmp_path, """
         import subprocess, sys
