@@ -1,7 +1,8 @@
 """The chaos command line (``chaos``, or ``python -m chaos``).
 
-Exit codes: 0 every expectation held, 1 a verdict failed, 2 bad input, 130 Ctrl-C (141: the reader of
-the output went away, as ``| head`` does). Bad input of any kind is
+Exit codes: 0 every expectation held, 1 a verdict failed (the stack did not recover as expected), 2 bad
+input, 3 a broken run (an unexplained failure, a fault that never came due: chaos/judge/run.py), 130
+Ctrl-C (141: the reader of the output went away, as ``| head`` does). Bad input of any kind is
 one line per problem on stderr, ``error: <what>: <problem>``, and nothing is launched; ``main`` is the one
 place that turns an error into those lines: the project's bad-input errors (chaos.errors.BadInput, a
 damaged run folder's runlog.layout.RunFolderError), an argument argparse refuses, and an OS error naming
@@ -84,9 +85,10 @@ def progress_out(args: argparse.Namespace) -> Callable[[str], None]:
 def show_outcome(args: argparse.Namespace, outcome: RunOutcome) -> int:
     """Print a judged run (its summary, or with --json its record); the exit code it means."""
     from chaos.judge.report import run_record
+    from chaos.judge.run import exit_code
 
     print(json.dumps(run_record(outcome.journal), indent=2) if args.json else outcome.summary)
-    return 0 if outcome.passed else 1
+    return exit_code([outcome.journal["status"]])
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -115,17 +117,19 @@ def _on_slurm(args: argparse.Namespace, scenario: Scenario, path: Path) -> int:
 
 def _repeat(args: argparse.Namespace, scenario: Scenario, path: Path) -> int:
     from chaos.judge.report import run_record
+    from chaos.judge.run import exit_code
     from chaos.repeat import format_repeat, repeat, spread
 
     outcomes = repeat(scenario, Path(args.out), args.repeat, scenario_file=path, progress=progress_out(args))
     passed = all(o.passed for o in outcomes)
+    code = exit_code([o.journal["status"] for o in outcomes])
     if args.json:
         spreads = {k: dataclasses.asdict(v) for k, v in spread([o.journal for o in outcomes]).items()}
         record = {"scenario": scenario.name, "passed": passed, "runs": [run_record(o.journal) for o in outcomes], "spread": spreads}
         print(json.dumps(record, indent=2))
     else:
         print(format_repeat(scenario.name, outcomes))
-    return 0 if passed else 1
+    return code
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -179,7 +183,7 @@ def cmd_correlate(args: argparse.Namespace) -> int:
     tolerance = tolerance_of(args.tolerance, args.rtol, args.atol)
     steps = None if args.steps is None else StepRange.parse(args.steps)
     plot = Path(args.plot) if args.plot else default_plot_path(args.a, args.b)
-    result, picture = compare_sources(args.a, args.b, tolerance, steps, plot)
+    result, picture = compare_sources(args.a, args.b, tolerance, steps, plot, make_folder=not args.plot)
     if args.json:
         print(json.dumps({**result.to_dict(), "a": args.a, "b": args.b, "plot": str(picture)}, indent=2))
     else:
@@ -227,7 +231,8 @@ def package_version() -> str:
 
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="chaos", description="Break a training run on purpose; judge its recovery.",
-               epilog="Exit codes: 0 every expectation held, 1 a verdict failed, 2 bad input, 130 Ctrl-C.")
+               epilog="Exit codes: 0 every expectation held, 1 a verdict failed, 2 bad input, 3 a broken run "
+               "(a failure no injected fault explains, a fault that never came due), 130 Ctrl-C.")
     p.add_argument("--version", action="version", version=package_version())
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run one scenario and judge it")
@@ -252,12 +257,13 @@ def parser() -> argparse.ArgumentParser:
     )
     cor.add_argument("a", help="run folder, Megatron-LM/Bridge log, or TensorBoard event file or folder")
     cor.add_argument("b", help="the reference, as A (relative differences are |a - b| / |b|)")
-    cor.add_argument("--tolerance", help="preset: exact (same bits, the default) or bf16 (rtol 2**-8: one bf16 rounding)")
+    cor.add_argument("--tolerance", help="preset: exact (same bits, the default), bf16 (rtol 2**-7: one bf16 unit in the "
+                     "last place) or megatron-ci (rtol 0.05: Megatron-LM CI's lm loss golden values)")
     cor.add_argument("--rtol", type=float, help="relative tolerance, as numpy.isclose: |a - b| <= atol + rtol * |b|")
     cor.add_argument("--atol", type=float, help="absolute tolerance, as numpy.isclose")
     cor.add_argument("--steps", help="compare only these steps: N, N-M, N- or -M (else every step either run has)")
     cor.add_argument("--json", action="store_true", help="print the result as JSON instead of the table")
-    cor.add_argument("--plot", help="the PNG of both curves (default: correlate-A-vs-B.png here)")
+    cor.add_argument("--plot", help="the PNG of both curves (default: chaos-runs/correlate/A-vs-B.png)")
     cor.set_defaults(func=cmd_correlate)
     jd = sub.add_parser("judge", help="judge a finished run folder again, from its files alone")
     jd.add_argument("run_dir")

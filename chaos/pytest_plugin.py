@@ -3,7 +3,8 @@
 Options: ``--scenario NAME`` (repeatable) selects scenarios, ``--scenario-dir`` points at the catalogue,
 ``--chaos-out`` keeps run folders somewhere chosen (and, at the end, summary.md and summary.json of the
 session's runs). A test that requests the ``scenario_file`` fixture is parametrized over the selected files;
-the ``run_scenario`` fixture runs one and returns its outcome. Each verdict becomes JUnit properties, so
+the ``run_scenario`` fixture runs one and returns its outcome; ``scenario_outcome`` runs the test's own at
+set-up, where a broken run is an error rather than a failure. Each verdict becomes JUnit properties, so
 ``--junitxml`` carries its message and, each in a property of its own, the observed value, the bounds
 expected and whether it passed (``verdict.<name>.observed``, ``.min``, ``.max``, ``.passed``).
 """
@@ -165,6 +166,18 @@ def run_scenario(
         return outcome
 
     return _run
+
+
+@pytest.fixture
+def scenario_outcome(scenario_file: Path, run_scenario: Callable) -> object:
+    """The judged run of ``scenario_file``, run while the test is set up, so that pytest tells the two ways
+    a scenario goes wrong apart: a broken run (an unexplained failure, a fault that never came due: the
+    run cannot show a recovery) is the test's ERROR, and a resiliency failure (the stack got its faults and
+    did not recover as expected) is left to the test to FAIL."""
+    outcome = run_scenario(scenario_file)
+    if outcome.journal["status"] == "broken":
+        pytest.fail(f"broken run, not a resiliency verdict:\n{outcome.summary}", pytrace=False)
+    return outcome
 
 
 def junit_properties(journal: dict) -> list[tuple[str, object]]:

@@ -35,6 +35,8 @@ LAUNCHER_EXIT = "launcher_exit"
 AGENT_START = "agent_start"
 AGENT_EXIT = "agent_exit"
 LEFTOVER = "leftover"
+UNEXPLAINED_FAILURE = "unexplained_failure"
+FAULT_NEVER_DUE = "fault_never_due"
 
 # Written for a job submitted to Slurm (chaos/supervise/slurm*.py; docs/events.md, "A Slurm job's events").
 SUBMIT = "submit"

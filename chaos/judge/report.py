@@ -82,6 +82,8 @@ def write_journal(path: str | Path, journal: dict[str, Any]) -> Path:
 def format_summary(journal: dict[str, Any]) -> str:
     """A few lines for a terminal: status, each verdict, where the run and its picture are."""
     lines = [f"{journal['scenario']['name']}: {journal['status'].upper()}"]
+    if journal["status"] == "broken":
+        lines.append(f"  {BROKEN_NOTE}")
     for v in journal["verdicts"]:
         message = v["message"].replace("\n", "\n       ")  # a failed baseline's log lines, under its verdict
         lines.append(f"  {'ok  ' if v['passed'] else 'FAIL'} {message}")
@@ -90,6 +92,10 @@ def format_summary(journal: dict[str, Any]) -> str:
         lines.append(f"  picture:    {journal['picture']}")
     return "\n".join(lines)
 
+
+BROKEN_NOTE = (
+    "the run broke: something other than its injected faults went wrong (below), so it shows no recovery from them"
+)
 
 VERDICT_FIELDS = ("name", "passed", "expected", "observed", "bounds", "message")
 
@@ -169,7 +175,7 @@ def plot_timeline(
         if ax.get_legend_handles_labels()[0]:
             ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     title = name or Path(run_dir).name
-    colour = {"passed": "green", "failed": "red", "known failure": "darkorange"}.get(status or "", "black")
+    colour = {"passed": "green", "failed": "red", "broken": "purple", "known failure": "darkorange"}.get(status or "", "black")
     fig.suptitle(f"{title}: {status.upper()}" if status else title, color=colour, fontsize=14, weight="bold")
     out = Path(out_png)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -6,21 +6,42 @@ over its folder, so judging never launches anything itself.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from chaos.judge.accounting import OWN_EVENTS, account, record_accounting
+from chaos.judge.registry import breaks_run
 from chaos.judge.report import build_journal, format_summary, plot_timeline, write_journal
 from chaos.judge.timeline import build_timeline, compute_metrics
-from chaos.judge.verdicts import BaselineCheck, compare_runs, harness_verdicts, judge, known_failure_verdict
+from chaos.judge.verdicts import (
+    BaselineCheck,
+    Verdict,
+    compare_runs,
+    harness_verdicts,
+    judge,
+    known_failure_verdict,
+)
 from chaos.schema.loader import load_scenario
 from chaos.schema.plan import plan_records
 from chaos.schema.scenario import Scenario
 from runlog.layout import RunFolder, RunFolderError
 from runlog.reader import read_events
 
+PASSED, FAILED, BROKEN = "passed", "failed", "broken"
+"""A run's status: every verdict held; the stack did not recover as the scenario expects (a resiliency
+failure); or the run broke, so that it cannot say (docs/scenarios.md, "Passed, failed, broken")."""
 KNOWN_FAILURE = "known failure"
 """A run's status when it failed exactly as its scenario's known_failure says (an upstream bug): not red."""
+EXIT_CODES = {PASSED: 0, KNOWN_FAILURE: 0, FAILED: 1, BROKEN: 3}
+"""`python -m chaos run`'s exit code per status (README.md); 2 is bad input, 130 Ctrl-C."""
+
+
+def exit_code(statuses: list[str]) -> int:
+    """The exit code of one or several judged runs: a resiliency failure outranks a broken run, which
+    outranks a pass."""
+    codes = {EXIT_CODES[s] for s in statuses}
+    return 1 if 1 in codes else 3 if 3 in codes else 0
 
 
 @dataclass(frozen=True)
@@ -49,6 +70,9 @@ def judge_folder(
     not be made); (re)writes journal.json and timeline.png."""
     folder = RunFolder(run_dir)
     events = read_events(run_dir)
+    plan = plan_records(folder.plan) if folder.plan.is_file() else []
+    accounting = account(events, plan, _logs(folder))
+    events = [e for e in events if e["event"] not in OWN_EVENTS] + record_accounting(run_dir, accounting, events)
     timeline, metrics = build_timeline(events), compute_metrics(events)
     wanted = scenario.expect.baseline
     baseline_check = None
@@ -56,28 +80,52 @@ def judge_folder(
         baseline_check = BaselineCheck(passed=False, message=baseline)
     elif wanted is not None and baseline is not None:
         baseline_check = compare_runs(run_dir, baseline, "exact" if wanted == "exact" else wanted.tolerance)
-    verdicts = harness_verdicts(events, scenario.deadline_s, scenario.expect) + judge(scenario.expect, metrics, baseline_check)
-    status = "passed" if all(v.passed for v in verdicts) else "failed"
-    if scenario.known_failure is not None:
+    verdicts = harness_verdicts(events, scenario.deadline_s, scenario.expect, accounting)
+    verdicts += judge(scenario.expect, metrics, baseline_check)
+    status = run_status(verdicts)
+    if scenario.known_failure is not None and status != BROKEN:
         known = known_failure_verdict(scenario.known_failure, verdicts, _output(folder))
         verdicts.append(known)
-        status = KNOWN_FAILURE if known.passed else "failed"
+        status = KNOWN_FAILURE if known.passed else FAILED
     plot_timeline(run_dir, timeline, metrics, folder.picture, name=scenario.name, status=status)
     extra = {
         "status": status,
         "seed": scenario.seed,
-        "plan": plan_records(folder.plan) if folder.plan.is_file() else [],
+        "plan": plan,
+        "failures": [asdict(f) for f in accounting.failures],
         "launcher_log": str(folder.launcher_log),
         "picture": str(folder.picture),
     }
     journal = build_journal(scenario, run_dir, timeline, metrics, verdicts, extra, scenario_file=scenario_file)
     write_journal(folder.journal, journal)
-    return RunOutcome(run_dir, journal, status != "failed", format_summary(journal))
+    return RunOutcome(run_dir, journal, status in (PASSED, KNOWN_FAILURE), format_summary(journal))
+
+
+def run_status(verdicts: list[Verdict]) -> str:
+    """passed; broken when a verdict failed that says the run broke (an unexplained failure, a fault that
+    never came due, a process left: chaos/judge/registry.py), whatever else failed, since then the other
+    verdicts do not judge the faults the scenario planned; else failed, the stack did not recover as expected."""
+    failed = [v.name for v in verdicts if not v.passed]
+    if any(breaks_run(name) for name in failed):
+        return BROKEN
+    return FAILED if failed else PASSED
+
+
+def _logs(folder: RunFolder) -> dict[str, str]:
+    """The launchers' output by node ("" for the one-node launch), where a failure's cause is quoted from."""
+    logs = {"": _output(folder)}
+    for path in sorted(folder.root.glob("launcher-*.log")):
+        logs[path.stem.removeprefix("launcher-")] = _read(path)
+    return logs
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
 
 
 def _output(folder: RunFolder) -> str:
     """What the run printed (its one-node launch's log), where a known failure's signature must show."""
-    try:
-        return folder.launcher_log.read_text(errors="replace")
-    except OSError:
-        return ""
+    return _read(folder.launcher_log)

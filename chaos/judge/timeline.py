@@ -29,7 +29,7 @@ _RANK0_MARKS = frozenset(
 )
 _ANY_MARKS = frozenset(
     {names.LAUNCH, names.FAULT_INJECTED, names.FAULT_MISSED, names.SIGNAL_SENT, names.LAUNCHER_EXIT, names.LEFTOVER, names.DEADLINE, names.AGENT_START, names.AGENT_EXIT,
-     names.SLURM_JOB}
+     names.SLURM_JOB, names.UNEXPLAINED_FAILURE, names.FAULT_NEVER_DUE}
     | RUNNER_DETECTIONS
     | RANK_DETECTIONS
     | {names.PITFALL, names.LOCAL_CHECKPOINT_SAVE}
@@ -37,7 +37,7 @@ _ANY_MARKS = frozenset(
 _INFO_FIELDS = (
     "iteration", "fault", "target_rank", "reason", "code", "error", "signal", "path",
     "local_rank", "exitcode", "pids", "seconds", "flagged", "state", "scores", "diagnosis", "target_node", "agent",
-    "heartbeat", "calculated", "exit_code", "job_id", "name", "local",
+    "heartbeat", "calculated", "exit_code", "job_id", "name", "local", "cause",
 )
 
 

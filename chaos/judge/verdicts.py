@@ -12,9 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from chaos.judge.accounting import Accounting, Failure
 from chaos.judge.correlate import EXACT, CorrelateError, Tolerance, correlate, read_losses
+from chaos.judge.registry import EXPECTATIONS, Judged
 from chaos.judge.timeline import Metrics
-from chaos.schema.expect import HARNESS_FIELDS, HARNESS_VERDICTS, Baseline, Expect, KnownFailure, Limit
+from chaos.schema.expect import HARNESS_VERDICTS, Baseline, Expect, ExpectedFailure, KnownFailure, Limit
 from runlog import names, pitfalls
 from runlog.layout import RunFolder
 
@@ -48,28 +50,52 @@ class BaselineCheck:
     max_weight_diff: float | None = None
 
 
-def harness_verdicts(events: list[dict[str, Any]], deadline_s: float, expect: Expect | None = None) -> list[Verdict]:
-    """What every run must show whatever its scenario: it ended before its deadline (or, with
-    ``expect.killed_at_deadline``, outlived it), it left nothing behind, every fault that came due found
-    something to strike (a fault that did not is not injected), and it fell into none of the resiliency
-    card's pitfalls but those ``expect.pitfalls`` names."""
+def harness_verdicts(
+    events: list[dict[str, Any]], deadline_s: float, expect: Expect | None = None, accounting: Accounting | None = None
+) -> list[Verdict]:
+    """What every run must show whatever its scenario (chaos/judge/registry.py, HARNESS_CHECKS): it ended
+    before its deadline (or, with ``expect.killed_at_deadline``, outlived it), it left nothing behind, every
+    planned fault came due and found something to strike, every failed attempt is explained by an injected
+    fault (or expected by name), and it fell into none of the resiliency card's pitfalls but those
+    ``expect.pitfalls`` names. ``accounting``: the run's failures and faults never due (none when left out)."""
     expect = expect or Expect()
+    accounting = accounting or Accounting((), ())
     killed = any(e["event"] == names.DEADLINE for e in events)
     left = [pid for e in events if e["event"] == names.LEFTOVER for pid in e["pids"]]
     left += [held for e in events if e["event"] == names.LEFTOVER for held in e.get("isolation") or ()]
     missed = [f"{e['fault_id']} {e['fault']}: {e['reason']}" for e in events if e["event"] == names.FAULT_MISSED]
+    missed += [n.describe() for n in accounting.never_due]
     wanted = sorted(set(expect.pitfalls or ()))
     seen = sorted({e["name"] for e in events if e["event"] == names.PITFALL})
-    deadline, reaped, found, pitfall = HARNESS_VERDICTS
+    deadline, reaped, found, unexplained, pitfall = HARNESS_VERDICTS
     on_time = Verdict(deadline, f"finished within {deadline_s:g} s", "killed at the deadline" if killed else "finished", not killed)
     if expect.killed_at_deadline:
         on_time = Verdict(deadline, f"killed at the deadline ({deadline_s:g} s)", on_time.observed, killed)
+    fired = sum(1 for e in events if e["event"] == names.FAULT_INJECTED)
     return [
         on_time,
         Verdict(reaped, "no process, namespace or link of the run left", left or "none", not left),
-        Verdict(found, "every fault struck a real target", "; ".join(missed) or "all did", not missed),
+        Verdict(found, "every planned fault came due and struck a real target", "; ".join(missed) or f"all did ({fired} fired)", not missed),
+        _unexplained(unexplained, accounting, expect.failures_not_injected or []),
         Verdict(pitfall, ", ".join(wanted) or "none", _pitfalls(seen), wanted == seen),
     ]
+
+
+def _unexplained(name: str, accounting: Accounting, expected: list[ExpectedFailure]) -> Verdict:
+    """Every unexplained failure is one the scenario expects by name, and every expected one happened."""
+    failures = accounting.unexplained
+    matched = {i for f in failures for i, x in enumerate(expected) if _matches(x, f)}
+    stray = [f for f in failures if not any(_matches(x, f) for x in expected)]
+    absent = [x.name for i, x in enumerate(expected) if i not in matched]
+    wanted = "none" if not expected else "exactly " + ", ".join(f"{x.name} (cause contains {x.cause!r})" for x in expected)
+    observed = "; ".join(f.describe() for f in failures) or "none"
+    if absent:
+        observed += f"; expected but not seen: {', '.join(absent)}"
+    return Verdict(name, wanted, observed, not stray and not absent)
+
+
+def _matches(expected: ExpectedFailure, failure: Failure) -> bool:
+    return expected.cause in failure.cause and expected.attempt in (None, failure.attempt)
 
 
 def _pitfalls(found: list[str]) -> str:
@@ -78,16 +104,15 @@ def _pitfalls(found: list[str]) -> str:
 
 
 def judge(expect: Expect, metrics: Metrics, baseline_check: BaselineCheck | None = None) -> list[Verdict]:
-    """One verdict per expectation that is set, in the order ``Expect`` declares them."""
+    """One verdict per expectation that is set, in the registry's order (chaos/judge/registry.py), each
+    against the metric the registry names."""
     verdicts = []
-    for name in type(expect).model_fields:
+    for name, check in EXPECTATIONS.items():
         wanted = getattr(expect, name)
-        if wanted is None or name in HARNESS_FIELDS:
-            continue
-        if name == "baseline":
-            verdicts.append(_baseline(wanted, baseline_check))
-        else:
-            verdicts.append(_measured(name, wanted, getattr(metrics, name)))
+        if wanted is not None:
+            verdicts.append(_measured(name, wanted, getattr(metrics, check.metric), check.judged))
+    if expect.baseline is not None:
+        verdicts.append(_baseline(expect.baseline, baseline_check))
     return verdicts
 
 
@@ -122,12 +147,12 @@ def compare_runs(run_dir: str | Path, baseline_dir: str | Path, mode: Literal["e
     )
 
 
-def _measured(name: str, wanted: Any, observed: Any) -> Verdict:
-    expected = wanted.describe() if isinstance(wanted, Limit) else f"== {wanted}"
+def _measured(name: str, wanted: Any, observed: Any, judged: Judged) -> Verdict:
+    expected = wanted.describe() if judged == "limit" else f"== {wanted}"
     bounds = _bounds(wanted)
     if observed is None:
         return Verdict(name, expected, NOT_OBSERVED, False, bounds)
-    passed = wanted.holds(observed) if isinstance(wanted, Limit) else observed == wanted
+    passed = wanted.holds(observed) if judged == "limit" else observed == wanted
     return Verdict(name, expected, observed, passed, bounds)
 
 

@@ -63,8 +63,18 @@ BaselineSpec = Annotated[
 PitfallName = Literal[tuple(pitfalls.CARD)]  # type: ignore[valid-type]
 """A pitfall of the resiliency card (runlog/pitfalls.py)."""
 
-HARNESS_FIELDS = ("pitfalls", "killed_at_deadline")
+HARNESS_FIELDS = ("pitfalls", "killed_at_deadline", "failures_not_injected")
 """Expectations the harness's own verdicts take (they are judged whether given or not)."""
+
+
+class ExpectedFailure(Strict):
+    """A failure that no injected fault causes and that the scenario expects, by name: an external
+    trainer's own crash, a config the trainer refuses. It accounts for the unexplained failure whose cause
+    line contains ``cause`` (in ``attempt``, when given); any other unexplained failure fails the run."""
+
+    name: str = Field(min_length=1)
+    cause: str = Field(min_length=1)
+    attempt: int | None = Field(default=None, ge=0)
 
 
 class Expect(Strict):
@@ -127,6 +137,9 @@ class Expect(Strict):
     """The resiliency card's pitfalls the run must show, exactly (a harness verdict: left out, it wants none)."""
     killed_at_deadline: bool | None = None
     """The run must outlive its deadline (a hang nothing detects); the harness's deadline verdict then wants that."""
+    failures_not_injected: list[ExpectedFailure] | None = None
+    """Failures no injected fault explains that the run must show, exactly (a harness verdict: left out, it
+    wants none; chaos/judge/accounting.py)."""
     baseline: BaselineSpec | None = None
 
     @model_validator(mode="before")
@@ -138,7 +151,7 @@ class Expect(Strict):
         return data
 
 
-HARNESS_VERDICTS = ("deadline", "processes_reaped", "faults_found_targets", "pitfalls")
+HARNESS_VERDICTS = ("deadline", "processes_reaped", "faults_found_targets", "unexplained_failures", "pitfalls")
 """The verdicts every run gets whatever its expectations (chaos/judge/verdicts.py)."""
 
 

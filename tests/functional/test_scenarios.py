@@ -3,11 +3,10 @@
 Select with `--scenario NAME` (repeatable); `nox -s functional -- --scenario rank_killed`.
 """
 
-from pathlib import Path
 
-
-def test_scenario(scenario_file: Path, run_scenario) -> None:
-    outcome = run_scenario(scenario_file)
+def test_scenario(scenario_outcome) -> None:
+    """A broken run errors at set-up (the scenario_outcome fixture); a resiliency failure fails here."""
+    outcome = scenario_outcome
     assert outcome.passed, outcome.summary
     assert (outcome.run_dir / "journal.json").is_file()
     assert (outcome.run_dir / "timeline.png").stat().st_size > 0

@@ -94,7 +94,7 @@ def test_each_verdict_is_a_junit_property_and_a_failed_one_fails_its_test(projec
     cases = {case.get("name"): case for case in ET.parse(project.path / "junit.xml").iter("testcase")}
     quick = {p.get("name"): p.get("value") for p in cases["test_scenario[quick]"].iter("property")}
     assert quick["verdict.completed_steps"] == "completed_steps: expected == 2, observed 2"
-    assert quick["verdict.processes_reaped"] == "processes_reaped: expected no process of the run left, observed none"
+    assert quick["verdict.processes_reaped"] == "processes_reaped: expected no process, namespace or link of the run left, observed none"
     wrong = {p.get("name"): p.get("value") for p in cases["test_scenario[wrong]"].iter("property")}
     assert wrong["verdict.completed_steps"] == "completed_steps: expected == 3, observed 2"
     assert (project.path / "runs" / "summary.md").read_text().count("| quick | passed |") == 1

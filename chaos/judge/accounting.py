@@ -1,0 +1,283 @@
+"""Every failure accounted for: each attempt that did not complete is matched to the injected fault that
+caused it, and each planned fault that never fired is named with the reason.
+
+A chaos run proves a recovery only when the failures it recovered from are the ones it injected. A first
+attempt that died of a port clash before its planned kill, then a clean second attempt, looked like a
+recovery ("restart counted"); here it is an *unexplained failure* and the fault is *never due*.
+
+Pure functions of the run's events, its plan records and the text of its launcher logs, so a run folder is
+accounted for again from its files alone; judging a folder (chaos/judge/run.py) writes the accounting into
+the run's event log as its own events (``unexplained_failure``, ``fault_never_due`` in
+events/accounting.jsonl, written anew at each judging), and reads them never.
+
+The rules:
+- An attempt *failed* when a worker of it exited non-zero or of a signal, a rank of it exited on an error,
+  an in-process restart aborted it, the launcher exited non-zero in it, or the deadline killed it. The
+  first such sign is its failure; its peers' reactions are part of it.
+- A failure is *explained* by a fault injected in the same attempt no later than the failure, or by an
+  earlier attempt's fault when the failed attempt had started training again (a rank of it wrote
+  ``run_start``, or an observed event of a trainer that writes none of its own): a recovery that failed
+  is the stack's failure, judged by the recovery verdicts. An attempt that died before any of its ranks
+  started, with no fault of its own, failed of something else (a port, a package, a crash at start-up).
+- A planned fault is *never due* when it neither struck (``fault_injected``) nor came due without a
+  target (``fault_missed``): its attempt ended, or the run ended, before its trigger.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import signal
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runlog import names
+from runlog.layout import RunFolder
+from runlog.log import EventLog
+from runlog.records import FaultNeverDue, UnexplainedFailure
+
+Event = dict[str, Any]
+
+FAULT_SLACK_S = 0.5
+"""A fault fired from outside is stamped when its signal went out; the worker's death can be stamped first."""
+
+_RANK_FAILURES = frozenset({names.EXIT, names.INPROCESS_ABORT})
+_LAUNCHER_ERROR = re.compile(r"^\[\d{4}-\d\d-\d\d [^\]]*\] \[(?:ERROR|WARNING|CRITICAL)\] \[")
+"""An error the launcher (ft_launcher, NVRx's rank monitor) logs of itself, with its traceback after it
+(NVML missing on a CPU machine): not a worker's."""
+_RANK_PREFIX = re.compile(r"^\[rank\d+\]:")
+"""How torch prefixes a worker's lines once its process group exists: surely the worker's own."""
+_EXCEPTION = re.compile(r"^(?:\[[^\]]*\]:?\s*)*((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Failure|Exit)\b(?::.*)?)$")
+"""A Python exception's last line (``torch.distributed.DistNetworkError: ... EADDRINUSE``), with any
+``[rank0]:`` prefix the launcher put before it."""
+_TRACEBACK = ("  ", "Traceback", "^")
+_CHAINED = ("During handling", "The above exception")
+_NONE, _IN, _ENDING = "none", "in", "ending"
+"""Where a line stands against a traceback the launcher logged: outside one, inside, or after its exception
+line (where only a chained exception continues it)."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One attempt that did not complete: who failed first, how, and the fault that explains it (or None)."""
+
+    attempt: int
+    rank: int | None
+    """The first failing rank (a worker's local rank on its node, from the launcher's line); None: the job."""
+    exit_code: int | None
+    signal: str | None
+    how: str
+    """What showed the failure: worker_failed, exit, inprocess_abort, launcher_exit, deadline."""
+    mono: float
+    wall: float
+    cause: str
+    explained_by: str | None = None
+    """The fault_id of the injected fault that explains it; None: an unexplained failure."""
+    recovery_of: bool = False
+    """Explained as a failed recovery from an earlier attempt's fault (not the fault's own strike)."""
+
+    def describe(self) -> str:
+        who = "the job" if self.rank is None else f"rank {self.rank}"
+        code = f"signal {self.signal}" if self.signal else f"exit code {self.exit_code}"
+        return f"attempt {self.attempt}, {who}, {code}: {self.cause}"
+
+
+@dataclass(frozen=True)
+class NeverDue:
+    """A planned fault that never fired, and why."""
+
+    fault_id: str
+    fault: str
+    attempt: int
+    reason: str
+
+    def describe(self) -> str:
+        return f"{self.fault_id} {self.fault}: never came due ({self.reason})"
+
+
+@dataclass(frozen=True)
+class Accounting:
+    failures: tuple[Failure, ...]
+    never_due: tuple[NeverDue, ...]
+
+    @property
+    def unexplained(self) -> tuple[Failure, ...]:
+        return tuple(f for f in self.failures if f.explained_by is None)
+
+
+def account(events: Iterable[Event], planned: Iterable[Mapping[str, Any]], logs: Mapping[str, str]) -> Accounting:
+    """The run's failures, each matched to its fault, and its planned faults that never came due.
+
+    ``logs``: the launcher logs' text by node ("" for the one-node launcher.log), where a failure's cause
+    line is quoted from when no event carries it."""
+    ordered = sorted((e for e in events if e["event"] not in OWN_EVENTS), key=lambda e: e["mono"])
+    faults = [e for e in ordered if e["event"] == names.FAULT_INJECTED]
+    failures = [_explain(f, faults, ordered) for f in _failures(ordered, logs)]
+    return Accounting(tuple(failures), tuple(_never_due(planned, ordered)))
+
+
+OWN_EVENTS = frozenset({names.UNEXPLAINED_FAILURE, names.FAULT_NEVER_DUE})
+"""What an earlier accounting wrote (record_accounting): never an input to this one."""
+
+
+def _failures(events: list[Event], logs: Mapping[str, str]) -> list[Failure]:
+    """The first sign of failure of each attempt that failed, in attempt order."""
+    first: dict[int, Failure] = {}
+    for e in events:
+        failure = _failure(e, events, logs)
+        if failure is not None and failure.attempt not in first:
+            first[failure.attempt] = failure
+    return [first[a] for a in sorted(first)]
+
+
+def _failure(e: Event, events: list[Event], logs: Mapping[str, str]) -> Failure | None:
+    name = e["event"]
+    if e["rank"] >= 0:
+        if name == names.EXIT and e.get("code") not in (0, None):
+            return Failure(e["attempt"], e["rank"], e["code"], None, name, e["mono"], e.get("wall", 0.0), _rank_cause(e))
+        if name == names.INPROCESS_ABORT:
+            cause = "NVRx's in-process restart aborted the iteration"
+            return Failure(e["attempt"], e["rank"], None, None, name, e["mono"], e.get("wall", 0.0), cause)
+        return None
+    if name == names.WORKER_FAILED:
+        code = e.get("exitcode")
+        sig = _signal_name(code)
+        cause = _log_cause(logs.get(e.get("node") or "", logs.get("", "")), e.get("line", ""))
+        if sig and not cause:
+            cause = f"killed by {sig}"
+        return Failure(e["attempt"], e.get("local_rank"), code, sig, name, e["mono"], e.get("wall", 0.0), cause or e.get("line", ""))
+    if name == names.LAUNCHER_EXIT and e.get("code") not in (0, None):
+        return Failure(e["attempt"], None, e["code"], None, name, e["mono"], e.get("wall", 0.0), f"the launcher exited {e['code']}")
+    if name == names.DEADLINE:
+        cause = f"killed at the deadline ({e.get('seconds', 0):g} s)"
+        return Failure(e["attempt"], None, None, None, name, e["mono"], e.get("wall", 0.0), cause)
+    return None
+
+
+def _explain(failure: Failure, faults: list[Event], events: list[Event]) -> Failure:
+    """The failure with the fault that explains it, if any (the rules in the module's docstring)."""
+    own = [f for f in faults if f["attempt"] == failure.attempt and f["mono"] <= failure.mono + FAULT_SLACK_S]
+    if own:
+        return _with(failure, own[-1]["fault_id"], recovery=False)
+    earlier = [f for f in faults if f["attempt"] < failure.attempt and f["mono"] <= failure.mono]
+    if earlier and _started(failure.attempt, events):
+        return _with(failure, earlier[-1]["fault_id"], recovery=True)
+    return failure
+
+
+def _with(failure: Failure, fault_id: str, recovery: bool) -> Failure:
+    return dataclasses.replace(failure, explained_by=fault_id, recovery_of=recovery)
+
+
+def _started(attempt: int, events: list[Event]) -> bool:
+    """A rank of the attempt began training again: it wrote run_start (our trainer), or its steps were
+    observed (a trainer that writes no events of its own is seen only through its output)."""
+    own = [e for e in events if e["rank"] >= 0 and e["attempt"] == attempt]
+    return any(e["event"] == names.RUN_START or e.get("observed") for e in own)
+
+
+def _never_due(planned: Iterable[Mapping[str, Any]], events: list[Event]) -> list[NeverDue]:
+    struck = {e.get("fault_id") for e in events if e["event"] in (names.FAULT_INJECTED, names.FAULT_MISSED)}
+    return [
+        NeverDue(str(p["fault_id"]), str(p["type"]), p.get("attempt") or 0, _why_not(p, events))
+        for p in planned if p.get("fault_id") not in struck
+    ]
+
+
+def _why_not(planned: Mapping[str, Any], events: list[Event]) -> str:
+    """Why a planned fault never came due: how far its attempt (or the run) got against its trigger."""
+    attempt = planned.get("attempt") or 0
+    steps = [e["iteration"] for e in events if e["event"] == names.STEP and e["attempt"] == attempt]
+    attempts = [e["attempt"] for e in events if e["attempt"] is not None]
+    last = max(attempts, default=0)
+    trigger = _trigger(planned)
+    if attempt > last:
+        return f"the run ended in attempt {last}, before attempt {attempt} that {trigger} was planned for"
+    reached = f"reached step {max(steps)}" if steps else "ran no step"
+    return f"attempt {attempt} {reached} and ended before {trigger}"
+
+
+def _trigger(planned: Mapping[str, Any]) -> str:
+    if planned.get("at_step") is not None:
+        return f"its trigger at step {planned['at_step']}"
+    if planned.get("delay_s") is not None:
+        return f"its trigger {planned['delay_s']:g} s in"
+    return "its trigger"
+
+
+def _signal_name(code: int | None) -> str | None:
+    """The signal a negative exit code stands for (-9: SIGKILL), as the launcher reports a worker's death."""
+    if code is None or code >= 0:
+        return None
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+def _rank_cause(e: Event) -> str:
+    """A rank's own account of its exit: the last line of its error, else its reason."""
+    text = str(e.get("error") or e.get("reason") or "").strip()
+    return text.splitlines()[-1] if text else f"exit code {e.get('code')}"
+
+
+def _log_cause(text: str, line: str) -> str:
+    """The last exception line a worker printed before the launcher's line ``line`` reported its death (and
+    after the launcher's previous restart), skipping the tracebacks the launcher logs of itself."""
+    end = text.find(line) if line else -1
+    segment = text[: end if end >= 0 else len(text)]
+    restart = segment.rfind("will restart worker group")
+    segment = segment[restart + 1 :] if restart >= 0 else segment
+    prefixed, plain, block = "", "", _NONE
+    for raw in segment.splitlines():
+        block = _launcher_block(block, raw)
+        if block != _NONE:
+            continue
+        match = _EXCEPTION.match(raw.strip())
+        if match and _RANK_PREFIX.match(raw):
+            prefixed = match.group(1)
+        elif match:
+            plain = match.group(1)
+    return prefixed or plain
+
+
+def record_accounting(run_dir: Path, accounting: Accounting, events: list[Event]) -> list[Event]:
+    """Write the accounting's findings as the run log's events (events/accounting.jsonl, replacing what an
+    earlier judging wrote); returns them as written. Each failure is stamped when it happened, a fault never
+    due when the run's last event was."""
+    path = RunFolder(run_dir).event_file(ACCOUNTING_SOURCE)
+    path.unlink(missing_ok=True)
+    if not accounting.unexplained and not accounting.never_due:
+        return []
+    last = max(events, key=lambda e: e["mono"], default={"wall": 0.0, "mono": 0.0})
+    log = EventLog(run_dir, ACCOUNTING_SOURCE, rank=-1, attempt=0)
+    try:
+        written = [
+            log.write(UnexplainedFailure(f.rank, f.exit_code, f.signal, f.how, f.cause, attempt=f.attempt), at=(f.wall, f.mono))
+            for f in accounting.unexplained
+        ]
+        at_end = (last.get("wall", 0.0), last["mono"])
+        written += [log.write(FaultNeverDue(n.fault, n.fault_id, n.reason, attempt=n.attempt), at=at_end) for n in accounting.never_due]
+    finally:
+        log.close()
+    return written
+
+
+ACCOUNTING_SOURCE = "accounting"
+"""The event file the accounting writes (events/accounting.jsonl)."""
+
+
+def _launcher_block(block: str, line: str) -> str:
+    """The state after ``line``: a launcher's error record opens a block, its traceback continues it, its
+    exception line ends it unless a chained traceback follows (then a worker's own traceback is outside)."""
+    if _LAUNCHER_ERROR.match(line):
+        return _IN
+    if block == _NONE:
+        return _NONE
+    if block == _ENDING and not (not line.strip() or line.startswith(_CHAINED)):
+        return _NONE
+    if _EXCEPTION.match(line.strip()):
+        return _ENDING
+    return _IN if (not line.strip() or line.startswith(_TRACEBACK + _CHAINED)) else _NONE

@@ -1,0 +1,117 @@
+"""Every failure accounted for: each failed attempt matched to the fault that explains it, the ones no fault
+explains and the planned faults that never came due named, from hand-built events (chaos/judge/accounting.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from chaos.judge.accounting import account, record_accounting
+from chaos.judge.verdicts import harness_verdicts
+from chaos.schema.expect import Expect
+from runlog.reader import read_events
+
+KILL = {"fault_id": "f0", "type": "sigkill", "rank": 1, "attempt": 0, "at_step": 7}
+
+# What ft_launcher printed when a worker died of a port another process had taken (the GPU suite's case).
+CLASH_LOG = """\
+[2026-12-04 01:03:49,589] [INFO] [ft_launcher2503@vm] [default] starting workers for entrypoint: python
+[2026-12-04 01:03:49,763] [ERROR] [ft_launcher2503@vm] NVML Error: NVML Shared Library Not Found
+Traceback (most recent call last):
+  File "pynvml.py", line 3190, in _LoadNvmlLibrary
+OSError: libnvidia-ml.so.1: cannot open shared object file: No such file or directory
+Traceback (most recent call last):
+  File "driver.py", line 12, in <module>
+    dist.init_process_group("nccl")
+torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. port: 58039, useIPv6: False, code: -98, name: EADDRINUSE, message: address already in use
+[2026-12-04 01:03:51,813] [ERROR] [ft_launcher2503@vm] failed (exitcode: 1) local_rank: 0 (pid: 2511) of binary: python
+[2026-12-04 01:03:51,813] [INFO] [ft_launcher2503@vm] [default] Worker group FAILED. 1/1 attempts left; will restart worker group
+"""
+CLASH_LINE = "[2026-12-04 01:03:51,813] [ERROR] [ft_launcher2503@vm] failed (exitcode: 1) local_rank: 0 (pid: 2511) of binary: python"
+
+
+def _recovered_kill(event) -> list[dict]:
+    return [
+        event("run_start", 0.5), event("step", 1.0, iteration=7, loss=1.0),
+        event("fault_injected", 2.0, rank=-1, fault="sigkill", fault_id="f0", target_rank=1),
+        event("worker_failed", 2.01, rank=-1, exitcode=-9, local_rank=1, line="failed (exitcode: -9) local_rank: 1"),
+        event("run_start", 3.0, attempt=1), event("step", 4.0, attempt=1, iteration=6, loss=1.0),
+        event("exit", 5.0, attempt=1, reason="completed", code=0),
+    ]
+
+
+def test_a_killed_rank_is_explained_by_its_fault_and_named_by_its_signal(event):
+    accounting = account(_recovered_kill(event), [KILL], {"": ""})
+    (failure,) = accounting.failures
+    assert (failure.attempt, failure.rank, failure.signal, failure.explained_by) == (0, 1, "SIGKILL", "f0")
+    assert failure.cause == "killed by SIGKILL" and not failure.recovery_of
+    assert accounting.unexplained == () and accounting.never_due == ()
+
+
+def test_a_start_up_death_before_the_fault_is_unexplained_and_the_fault_never_came_due(event):
+    """The GPU suite's bridge_async_save_killed_after: attempt 0 died of EADDRINUSE before its kill at step
+    28; attempt 1 trained to the end. Not a recovery: an unexplained failure, and a fault never due."""
+    events = [
+        event("worker_failed", 2.0, rank=-1, exitcode=1, local_rank=0, line=CLASH_LINE),
+        event("restart", 2.01, rank=-1, attempt=1, attempts_left=1),
+        event("run_start", 3.0, attempt=1), event("step", 4.0, attempt=1, iteration=60, loss=1.0),
+    ]
+    planned = [{**KILL, "at_step": 28, "rank": 0}]
+    accounting = account(events, planned, {"": CLASH_LOG})
+    (failure,) = accounting.unexplained
+    assert failure.attempt == 0 and failure.exit_code == 1 and failure.explained_by is None
+    assert failure.cause.startswith("torch.distributed.DistNetworkError: The server socket has failed")
+    assert "EADDRINUSE" in failure.cause  # the worker's exception, not the launcher's own NVML traceback
+    (never,) = accounting.never_due
+    assert never.describe() == "f0 sigkill: never came due (attempt 0 ran no step and ended before its trigger at step 28)"
+    verdicts = {v.name: v for v in harness_verdicts(events, 60, Expect(), accounting)}
+    assert not verdicts["unexplained_failures"].passed
+    assert "attempt 0, rank 0, exit code 1: torch.distributed.DistNetworkError" in verdicts["unexplained_failures"].observed
+    assert not verdicts["faults_found_targets"].passed and "never came due" in verdicts["faults_found_targets"].observed
+
+
+def test_a_failed_recovery_is_the_faults_and_a_later_death_before_start_up_is_not(event):
+    """Attempt 1 started training again and died: the recovery from f0 failed (the stack's failure). Attempt 2
+    died before any rank of it started: something else (a port, a package)."""
+    events = [*_recovered_kill(event)[:4],
+              event("run_start", 3.0, attempt=1), event("exit", 3.5, attempt=1, reason="error", code=1, error="AssertionError: len(steps) == 1"),
+              event("worker_failed", 5.0, rank=-1, attempt=2, exitcode=1, local_rank=0, line="")]
+    accounting = account(events, [KILL], {"": ""})
+    first, recovery, startup = accounting.failures
+    assert (first.explained_by, recovery.explained_by, recovery.recovery_of) == ("f0", "f0", True)
+    assert recovery.cause == "AssertionError: len(steps) == 1"
+    assert startup.attempt == 2 and startup.explained_by is None
+
+
+def test_a_fault_of_a_later_attempt_than_the_run_reached_never_came_due(event):
+    events = [event("run_start", 0.5), event("step", 1.0, iteration=12, loss=1.0), event("exit", 2.0, reason="completed", code=0)]
+    (never,) = account(events, [{**KILL, "attempt": 1}], {"": ""}).never_due
+    assert never.reason == "the run ended in attempt 0, before attempt 1 that its trigger at step 7 was planned for"
+
+
+def test_a_fault_that_came_due_without_a_target_is_missed_not_never_due(event):
+    events = [event("fault_missed", 1.0, rank=-1, fault="sigkill", fault_id="f0", reason="no process of rank 1 within 60 s")]
+    assert account(events, [KILL], {"": ""}).never_due == ()
+
+
+def test_an_expected_failure_is_accounted_for_by_name_and_one_that_did_not_happen_fails(event):
+    events = [event("exit", 1.0, reason="error", code=2, error="ConfigError: checkpoint.async_save needs torch_dist")]
+    accounting = account(events, [], {"": ""})
+    expect = Expect.model_validate({"exit_code": 1, "failures_not_injected": [{"name": "config_refused", "cause": "torch_dist"}]})
+    verdicts = {v.name: v for v in harness_verdicts(events, 60, expect, accounting)}
+    assert verdicts["unexplained_failures"].passed
+    other = Expect.model_validate({"exit_code": 1, "failures_not_injected": [{"name": "oom", "cause": "out of memory"}]})
+    wrong = {v.name: v for v in harness_verdicts(events, 60, other, accounting)}["unexplained_failures"]
+    assert not wrong.passed and wrong.observed.endswith("expected but not seen: oom")
+
+
+def test_the_accounting_is_written_into_the_run_log_and_never_read_back_as_a_failure(tmp_path: Path, event):
+    events = [event("worker_failed", 2.0, rank=-1, exitcode=1, local_rank=0, line=CLASH_LINE, wall=100.0)]
+    accounting = account(events, [KILL], {"": CLASH_LOG})
+    written = record_accounting(tmp_path, accounting, events)
+    assert [e["event"] for e in written] == ["unexplained_failure", "fault_never_due"]
+    on_disk = read_events(tmp_path)
+    assert [e["event"] for e in on_disk] == ["unexplained_failure", "fault_never_due"]
+    assert on_disk[0]["attempt"] == 0 and on_disk[0]["mono"] == 2.0 and "EADDRINUSE" in on_disk[0]["cause"]
+    assert account(events + on_disk, [KILL], {"": CLASH_LOG}) == accounting  # judging again gives the same
+    record_accounting(tmp_path, account([], [], {}), [])  # a clean judging leaves no stale findings
+    assert read_events(tmp_path) == []
