@@ -46,7 +46,7 @@ class RunFolder:
 
     @property
     def plan(self) -> Path:
-        """The fault plan every rank reads (chaos/schema/plan.py)."""
+        """The fault plan every rank reads (chaos/faults/plan.py)."""
         return self.root / "plan.json"
 
     def struck(self, fault_id: str) -> Path:

@@ -268,7 +268,7 @@ class Allowed:
 
 def fault_registry() -> dict[str, frozenset[str]]:
     """Every fault type of the registry, with the fields it takes: all explore knows of the registry."""
-    from chaos.schema.faults import FAULT_KINDS
+    from chaos.faults.registry import FAULT_KINDS
 
     return {get_args(kind.model_fields["type"].annotation)[0]: frozenset(kind.model_fields) for kind in FAULT_KINDS}
 

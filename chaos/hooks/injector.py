@@ -3,7 +3,7 @@
 Loaded by the trainer only when its config names this component (``fault_injection.component``) and a plan
 (``fault_injection.plan``): a run that is not armed never imports this module. It sees the trainer through
 its Component hooks alone, and reads the plan without the scenario schema. The faults are its rank's kinds
-of chaos/hooks/faults.py; signal, node and Slurm faults are the supervisor's (chaos/supervise).
+of chaos/faults (chaos/faults/in_rank_kinds.py); signal, node and Slurm faults are the supervisor's.
 
 The supervisor's faults with an ``at_step`` are exact too: every rank waits after that step (its ``step``
 event written) until the supervisor has struck the fault or given it up (``RunFolder.struck``), as torchft
@@ -23,8 +23,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from chaos.hooks.faults import RANK_FAULTS, RankFault, Slowdown
-from chaos.schema.plan import PlannedFault, others, read_plan
+from chaos.faults.in_rank import RankFault, Slowdown
+from chaos.faults.in_rank_kinds import RANK_FAULTS
+from chaos.faults.plan import PlannedFault, others, read_plan
 from runlog.layout import RunFolder
 from runlog.log import EventLog
 from runlog.records import FaultInjected, FaultMissed

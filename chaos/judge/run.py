@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from chaos.faults.plan import plan_records
 from chaos.judge.accounting import OWN_EVENTS, account, record_accounting
 from chaos.judge.registry import breaks_run
 from chaos.judge.report import build_journal, format_summary, plot_timeline, write_journal
@@ -23,7 +24,6 @@ from chaos.judge.verdicts import (
     known_failure_verdict,
 )
 from chaos.schema.loader import load_scenario
-from chaos.schema.plan import plan_records
 from chaos.schema.scenario import Scenario
 from runlog.layout import RunFolder, RunFolderError
 from runlog.reader import read_events

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag, model_validator
 
-from chaos.schema.base import Strict, show
+from chaos.strict import Strict, show
 from runlog import pitfalls
 
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from chaos.schema.base import Strict
+from chaos.strict import Strict
 
 
 class FTLauncherOptions(Strict):

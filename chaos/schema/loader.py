@@ -11,9 +11,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from chaos.schema.base import show
 from chaos.schema.messages import describe
 from chaos.schema.scenario import RULE_INPUTS, SCHEMA_VERSION, UNCHECKED, Scenario, ScenarioError
+from chaos.strict import show
 from trainer.config_base import ConfigError
 from trainer.config_loader import read_yaml
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic_core import ErrorDetails
 
-from chaos.schema.base import RULE, show
+from chaos.strict import RULE, show
 
 # The errors that say what was expected; every other pydantic message is reworded from "Input should ...".
 _EXPECTED = {

@@ -21,8 +21,8 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
-from chaos.schema.base import Strict
-from chaos.supervise import faults as outside
+from chaos.faults.signals.planned import Sigterm
+from chaos.strict import Strict
 
 
 class FaultTolerancePlugin(Strict):
@@ -93,13 +93,13 @@ def _no_conflict(section: str, given: dict[str, Any], wanted: dict[str, Any]) ->
             raise ValueError(f"{where}: {given[key]!r} conflicts with plugins ({value!r}); leave it to the plugin")
 
 
-def preemption_fault(plugins: Plugins, deadline_s: float, fault_id: str) -> outside.Sigterm | None:
+def preemption_fault(plugins: Plugins, deadline_s: float, fault_id: str) -> Sigterm | None:
     """The preemption signal of a PreemptionPlugin: SIGTERM to every rank's process group `preempt_time` before
     the deadline (Slurm's --signal=TERM@preempt_time), SIGKILL to what is left at it."""
     pre = plugins.preemption
     if pre is None:
         return None
-    return outside.Sigterm(
+    return Sigterm(
         fault_id=fault_id, rank=None, attempt=0, at_step=None, delay_s=deadline_s - pre.preempt_time,
         ranks=None, target="all", process_group=True, grace_s=pre.preempt_time,
     )

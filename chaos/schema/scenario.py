@@ -26,14 +26,15 @@ from pydantic import (
 )
 
 from chaos.errors import BadInput
+from chaos.faults.plan import PlannedFault, Side
+from chaos.faults.registry import Fault
+from chaos.faults.slurm.schema import SlurmRequeue
 from chaos.schema import command as cmd
-from chaos.schema.base import Strict, rules_broken, show
 from chaos.schema.expect import HARNESS_VERDICTS, Expect, KnownFailure
-from chaos.schema.faults import Fault, SlurmRequeue
 from chaos.schema.ft_options import FTLauncherOptions
-from chaos.schema.plan import PlannedFault, Side
 from chaos.schema.plugins import Plugins, apply_plugins, preemption_fault
 from chaos.schema.slurm_options import SlurmOptions, slurm_problems
+from chaos.strict import Strict, rules_broken, show
 from runlog.layout import RunFolder
 from trainer.config import TrainerConfig
 from trainer.config_base import ConfigError

@@ -6,10 +6,10 @@ from collections.abc import Iterator, Sequence
 
 from pydantic import Field, model_validator
 
-from chaos.schema.base import Strict
+from chaos.faults.plan import Side
+from chaos.faults.registry import Fault
 from chaos.schema.expect import Expect
-from chaos.schema.faults import Fault
-from chaos.schema.plan import Side
+from chaos.strict import Strict
 
 
 class SlurmOptions(Strict):

@@ -25,8 +25,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from chaos.schema.plan import PlannedFault
-from chaos.supervise.faults import LOSSES, Armed, NodeFault
+from chaos.faults.outside import Armed, NodeFault
+from chaos.faults.outside_kinds import LOSSES
+from chaos.faults.plan import PlannedFault
 from chaos.supervise.launch import Launch, LaunchResult
 from chaos.supervise.procs import node_pids, node_ranks
 from chaos.supervise.signals import EventSteps, ExternalFaults

@@ -20,10 +20,10 @@ from typing import Any
 import yaml
 
 from chaos.errors import BadInput
+from chaos.faults.plan import PlannedFault, arming, write_plan
 from chaos.judge.baseline import BaselineFailed, ensure_baseline
 from chaos.judge.run import RunOutcome, judge_folder, scenario_of
 from chaos.schema.command import ft_cfg, ft_section, rank_argv
-from chaos.schema.plan import PlannedFault, arming, write_plan
 from chaos.schema.scenario import Scenario, plan_faults
 from chaos.supervise.attempts import AttemptTracker
 from chaos.supervise.foreign import AdapterSteps

@@ -10,7 +10,7 @@ cycles). Nothing here needs the job's cooperation, so it works on any training c
   its output lines matched by the scenario's ``step_pattern`` (the launch's reader hands them over in
   order; each match is also written as a ``step`` event, with ``observed: true``, so the timeline metrics
   apply to any trainer), or read by the scenario's ``adapter`` (chaos/supervise/foreign.py);
-- what each kind sends, and when it follows up, is its class's (chaos/supervise/faults.py).
+- what each kind sends, and when it follows up, is its class's (chaos/faults/signals/planned.py).
 
 The faults are driven by ``tick()``, which the launch's watch loop calls every 0.1 s, and every signal is
 stamped as a ``signal_sent`` runner event (the first one of a fault also as ``fault_injected``).
@@ -38,9 +38,9 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-from chaos.schema.plan import PlannedFault
+from chaos.faults.outside import Armed, SignalFault
+from chaos.faults.plan import PlannedFault
 from chaos.supervise.attempts import AttemptTracker
-from chaos.supervise.faults import Armed, SignalFault
 from chaos.supervise.procs import alive, group_alive, launcher_pid, proc_environ, session_pids, worker_pids
 from runlog import names
 from runlog.env import RUN_ID_VAR

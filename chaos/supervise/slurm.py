@@ -8,7 +8,7 @@
                                        wrapper (slurm_agent.py) around the launcher's argv
 
 ``python -m chaos run --slurm SCENARIO`` also submits it with ``sbatch --wait``, fires the scenario's Slurm
-faults from this (submitting) host while the job runs (each kind's command, chaos/supervise/faults.py:
+faults from this (submitting) host while the job runs (each kind's command, chaos/faults/slurm/planned.py:
 ``scancel --signal=KILL`` of the running step, ``scontrol requeue``), records the job as Slurm does
 (``scontrol show job``: state, exit code, restarts) as a ``slurm_job`` event, and judges the folder exactly
 as ``python -m chaos judge`` does. Ctrl-C, SIGTERM, an error or the deadline cancels the job and waits until
@@ -35,11 +35,12 @@ from types import FrameType
 
 import yaml
 
+from chaos.faults.outside import Armed, SlurmFault
+from chaos.faults.outside_kinds import LOSSES
+from chaos.faults.plan import PlannedFault, Side, arming, write_plan
 from chaos.judge.run import RunOutcome
-from chaos.schema.plan import PlannedFault, Side, arming, write_plan
 from chaos.schema.scenario import Scenario, ScenarioError, plan_faults
 from chaos.supervise.attempts import AttemptTracker
-from chaos.supervise.faults import LOSSES, Armed, SlurmFault
 from chaos.supervise.launch import worker_base
 from chaos.supervise.nodes import spare_round
 from chaos.supervise.progress import ProgressView

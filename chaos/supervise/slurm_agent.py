@@ -28,9 +28,10 @@ from pathlib import Path
 from types import FrameType
 
 from chaos.adapters.launcher import follow
-from chaos.schema.plan import PlannedFault, read_plan
+from chaos.faults.outside import Armed, NodeFault
+from chaos.faults.outside_kinds import NODE_FAULTS
+from chaos.faults.plan import PlannedFault, read_plan
 from chaos.supervise.attempts import AttemptTracker
-from chaos.supervise.faults import NODE_FAULTS, Armed, NodeFault
 from chaos.supervise.procs import node_pids
 from chaos.supervise.scratch import make_tmp_dir
 from chaos.supervise.signals import EventSteps, ExternalFaults

@@ -63,40 +63,61 @@ def under(module: str, *prefixes: str) -> bool:
     return any(module == p or module.startswith(p + ".") for p in prefixes)
 
 
-def test_there_is_no_import_circle() -> None:
-    """Tarjan's strongly connected components: any component of more than one module is a circle."""
+def circles(nodes: list[str], arrows: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components: any component of more than one node is a circle."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
-    circles: list[list[str]] = []
+    found: list[list[str]] = []
 
-    def visit(module: str) -> None:
-        index[module] = low[module] = len(index)
-        stack.append(module)
-        for other in sorted(project_imports(module)):
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(arrows[node]):
             if other not in index:
                 visit(other)
-                low[module] = min(low[module], low[other])
+                low[node] = min(low[node], low[other])
             elif other in stack:
-                low[module] = min(low[module], index[other])
-        if low[module] == index[module]:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
             component = []
-            while (member := stack.pop()) != module:
+            while (member := stack.pop()) != node:
                 component.append(member)
             if component:
-                circles.append(sorted([module, *component]))
+                found.append(sorted([node, *component]))
 
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * len(MODULES)))
-    for module in sorted(MODULES):
-        if module not in index:
-            visit(module)
-    assert circles == []
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * len(nodes)))
+    for node in sorted(nodes):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_there_is_no_import_circle() -> None:
+    assert circles(list(MODULES), {m: project_imports(m) for m in MODULES}) == []
+
+
+def chaos_package(module: str) -> str:
+    """The part of the harness a module belongs to: chaos.<package> (chaos.faults.signals.planned: chaos.faults)."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_there_is_no_import_circle_between_the_packages_of_the_harness() -> None:
+    """Module by module there is no circle; package by package neither (the schema once named the injector's
+    and the supervisor's fault classes, which imported the schema's plan: schema -> hooks -> schema)."""
+    harness = [m for m in MODULES if under(m, "chaos")]
+    arrows: dict[str, set[str]] = {chaos_package(m): set() for m in harness}
+    for module in harness:
+        arrows[chaos_package(module)] |= {chaos_package(t) for t in project_imports(module) if under(t, "chaos")}
+    assert circles(list(arrows), {p: a - {p} for p, a in arrows.items()}) == []
 
 
 FORBIDDEN = [
     ("trainer", ("chaos",), "the system under test never imports the harness: they meet in runlog"),
     ("runlog", ("trainer", "chaos", "benchmarks"), "the contract imports neither side"),
     ("chaos.judge", ("chaos.supervise",), "judging reads a run's files; it never runs anything"),
+    ("chaos.faults", ("chaos.schema", "chaos.hooks", "chaos.supervise", "chaos.judge", "chaos.adapters"),
+     "the faults are the harness's bottom: the schema, the injector and the supervisor call into them"),
 ]
 
 
@@ -114,18 +135,34 @@ def test_the_contract_needs_the_standard_library_alone() -> None:
 
 def test_the_ranks_side_of_the_harness_sees_the_trainer_through_its_components_alone() -> None:
     wrong = {m: sorted(t for t in project_imports(m) if under(t, "trainer") and t != "trainer.components")
-             for m in MODULES if under(m, "chaos.hooks")}
+             for m in MODULES if under(m, "chaos.hooks", "chaos.faults")}
     assert {m: t for m, t in wrong.items() if t} == {}
 
 
-@pytest.mark.parametrize("kinds", ["chaos.hooks.faults", "chaos.supervise.faults", "chaos.schema.plan"])
-def test_planned_fault_records_are_leaves_the_ranks_can_read_without_the_schema(kinds: str) -> None:
-    """The schema imports the kind classes of both sides; they import only the plan contract, runlog and
-    the trainer's component types (and load what they fire with lazily), never the schema or pydantic."""
-    allowed = {"chaos.schema.plan", "trainer.components", "chaos.hooks.slow_rank", "chaos.hooks.storage"}
-    for module in [kinds, *sorted(m for m in _closure(kinds) if m != kinds)]:
+def is_schema(module: str) -> bool:
+    """A fault family's schema module, or the schema base and registry of chaos/faults: what imports pydantic."""
+    return module in ("chaos.faults.spec", "chaos.faults.registry") or (under(module, "chaos.faults") and module.endswith(".schema"))
+
+
+RANKS_SIDE = {m for m in MODULES if under(m, "chaos.faults") and not is_schema(m)}
+"""The plan contract, the bases of the kinds and every family's planned classes and mechanisms."""
+
+
+@pytest.mark.parametrize("module", sorted(RANKS_SIDE))
+def test_planned_faults_are_read_without_the_schema(module: str) -> None:
+    """What the ranks import of chaos/faults imports only its like, runlog and the trainer's component types
+    (and loads what it fires with lazily, torch included), never a schema module or pydantic."""
+    allowed = RANKS_SIDE | {"trainer.components"} | {m for m in MODULES if under(m, "runlog")}
+    assert project_imports(module) <= allowed
+    assert "pydantic" not in imports(module)
+
+
+def test_every_schema_module_of_a_fault_family_names_planned_classes_of_its_own_family() -> None:
+    """A family's schema imports its own planned module (the class it plans), the schema base and runlog."""
+    for module in (m for m in MODULES if under(m, "chaos.faults") and m.endswith(".schema")):
+        family = module.rpartition(".")[0]
+        allowed = {f"{family}.planned", "chaos.faults.spec", "chaos.faults.plan", "chaos.strict"}
         assert project_imports(module) <= allowed | {m for m in MODULES if under(m, "runlog")}, module
-        assert "pydantic" not in imports(module), module
 
 
 def _closure(module: str) -> set[str]:
@@ -139,8 +176,10 @@ def _closure(module: str) -> set[str]:
 
 
 def test_the_injector_the_ranks_load_reaches_no_schema() -> None:
-    reached = _closure("chaos.hooks.injector")
-    assert not {m for m in reached if under(m, "chaos.schema") and m != "chaos.schema.plan"}
+    """The ranks load the injector (an entry point): it reaches the planned faults, runlog and the trainer's
+    component types, and no pydantic (docs/performance.md: each rank's imports are its startup)."""
+    reached = _closure("chaos.hooks.injector") - {"chaos.hooks.injector"}
+    assert {m for m in reached if not (m in RANKS_SIDE or under(m, "runlog") or m == "trainer.components")} == set()
     assert not any("pydantic" in imports(m) for m in reached)
 
 
@@ -151,7 +190,7 @@ def test_no_module_is_over_about_400_lines() -> None:
 
 def test_the_graph_is_read_from_every_module() -> None:
     """The test is only as good as its reading: the known arrows are found, TYPE_CHECKING ones included."""
-    assert "chaos.schema.plan" in project_imports("chaos.hooks.injector")
+    assert "chaos.faults.plan" in project_imports("chaos.hooks.injector")
     assert "trainer.components" in project_imports("trainer.plugins")  # under `if TYPE_CHECKING:`
     assert "runlog.log" in project_imports("trainer.session")
     assert len(MODULES) > 50

@@ -9,7 +9,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from chaos.hooks.slow_rank import ForwardStretch, Slowdown
+from chaos.faults.slow.slowdown import ForwardStretch, Slowdown
 from chaos.judge.timeline import compute_metrics
 from trainer.config_resiliency import NVRxStragglerDetectionConfig
 from trainer.distributed import _free_port

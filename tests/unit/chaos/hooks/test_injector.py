@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from chaos.hooks.faults import InjectedFault
+from chaos.faults.plan import write_plan
+from chaos.faults.process.planned import InjectedFault
 from chaos.hooks.injector import FaultInjector
-from chaos.schema.plan import write_plan
 from chaos.schema.scenario import plan_faults
 from runlog.log import EventLog
 from runlog.reader import read_events

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from chaos.faults.signals.planned import Sigterm
 from chaos.schema.plugins import FaultTolerancePlugin, PreemptionPlugin
 from chaos.schema.scenario import ScenarioError, plan_faults
-from chaos.supervise.faults import Sigterm
 from chaos.supervise.runner import launcher_command
 from runlog.layout import RunFolder
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from chaos.faults.slurm.planned import SlurmKillStep, SlurmRequeue
 from chaos.schema.scenario import ScenarioError, plan_faults
-from chaos.supervise.faults import SlurmKillStep, SlurmRequeue
 
 
 @pytest.mark.parametrize(("fields", "problem"), [

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from chaos.faults.signals.planned import Sigkill, Sigterm
 from chaos.supervise import signals
 from chaos.supervise.attempts import AttemptTracker
-from chaos.supervise.faults import Sigkill, Sigterm
 from chaos.supervise.procs import alive, worker_pids
 from chaos.supervise.signals import EventSteps, ExternalFaults
 

@@ -2,8 +2,8 @@
 
 The runner writes the plan to the run folder (plan.json) and arms the trainer with it; every rank reads the
 same file, so all agree on the victim and the moment without talking, and a run can be replayed from the
-plan its journal records. Each planned fault is an instance of its kind's class, which the side that fires
-it defines (chaos/hooks/faults.py in the ranks, chaos/supervise/faults.py in the supervisor); plan.json
+plan its journal records. Each planned fault is an instance of its kind's planned class (its family's
+chaos/faults/<family>/planned.py), typed again by the side that fires it (chaos/faults/in_rank_kinds.py, outside_kinds.py); plan.json
 holds one flat record per fault: the fields below, ``type``, then the kind's own fields.
 
 Standard library (and runlog) only: the ranks read plans without the scenario schema (pydantic) behind it.

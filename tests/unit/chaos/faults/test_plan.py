@@ -6,11 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from chaos.hooks.faults import RANK_FAULTS, NanLoss, RankHung, RankKilled
-from chaos.schema.faults import FAULT_KINDS
-from chaos.schema.plan import Side, plan_records, read_plan, write_plan
+from chaos.faults.in_rank_kinds import RANK_FAULTS
+from chaos.faults.loss.planned import NanLoss
+from chaos.faults.nodes.planned import NodeKilled
+from chaos.faults.outside_kinds import NODE_FAULTS, SIGNAL_FAULTS, SLURM_FAULTS
+from chaos.faults.plan import Side, plan_records, read_plan, write_plan
+from chaos.faults.process.planned import RankHung, RankKilled
+from chaos.faults.registry import FAULT_KINDS
+from chaos.faults.signals.planned import Sigterm
 from chaos.schema.scenario import plan_faults
-from chaos.supervise.faults import NODE_FAULTS, SIGNAL_FAULTS, SLURM_FAULTS, NodeKilled, Sigterm
 
 FIRED_BY = {Side.RANK: RANK_FAULTS, Side.RUNNER: SIGNAL_FAULTS, Side.NODE: NODE_FAULTS, Side.SLURM: SLURM_FAULTS}
 
@@ -67,5 +71,5 @@ def test_the_ranks_read_plans_without_the_schema(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    code = "import sys; sys.modules['pydantic'] = None; import chaos.hooks.injector, chaos.hooks.faults"
+    code = "import sys; sys.modules['pydantic'] = None; import chaos.hooks.injector, chaos.faults.in_rank_kinds"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[4])

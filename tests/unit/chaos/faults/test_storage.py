@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.hooks.storage import corrupt_newest
+from chaos.faults.checkpoint.storage import corrupt_newest
 from trainer.checkpoint import Candidate, list_checkpoints, verify, write_manifest
 
 
