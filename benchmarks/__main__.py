@@ -1,4 +1,5 @@
-"""`python -m benchmarks [--quick] [--suite] [--reps N] [--worlds 1,2,4] [--before DIR] [--out DIR]`."""
+"""`python -m benchmarks [--quick] [--suite] [--reps N] [--worlds 1,2,4] [--before DIR] [--out DIR]`;
+`python -m benchmarks mutants [--budget 90s]` (benchmarks/mutants)."""
 
 from __future__ import annotations
 
@@ -70,8 +71,13 @@ def write_outputs(out: Path, results: dict[str, Any], start: float) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     sys.stdout.reconfigure(line_buffering=True)  # one progress line per run, also when logged to a file
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["mutants"]:  # seeded resiliency bugs (benchmarks/mutants): a benchmark of its own
+        from benchmarks.mutants.bench import main as mutants
+
+        return mutants(argv[1:])
     try:
-        run(parse_args(sys.argv[1:] if argv is None else argv))
+        run(parse_args(argv))
     except BenchmarkFailed as e:
         print(f"bench: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 1

@@ -149,19 +149,27 @@ class Space:
         near = {c + d for c in (*self.persistent_steps(), *self.local_steps()) for d in around}
         return tuple(sorted(s for s in {1, self.train_iters, *near} if 1 <= s <= self.train_iters))
 
+    def _save_steps(self, trigger: Trigger) -> tuple[int, ...]:
+        """The steps a save kill can strike at: its saves (an async one is killed at the next step, while
+        it is in flight: not the last step's)."""
+        if trigger == "local_save":
+            return self.local_steps()
+        return tuple(s for s in self.persistent_steps() if not self.async_save or s < self.train_iters)
+
     def cells(self) -> set[tuple[str, str]]:
         """Every cell of the grid a schedule can reach: the coverage's whole."""
-        steps = {"step": self.steps(), "save": self.persistent_steps(), "local_save": self.local_steps()}
+        steps = {"step": self.steps(), "save": self._save_steps("save"), "local_save": self._save_steps("local_save")}
         loads = [f"load {a}" for a in range(1, min(self.max_strikes, self.max_restarts) + 1)]
         return {(k.label, str(s)) for k in self.kinds for s in steps.get(k.trigger, ())} | {
             (k.label, a) for k in self.kinds if k.trigger == "load" for a in loads}
 
-    def _trigger_step(self, kind: Kind, least: int) -> int | None:
-        """The first step >= `least` the kind can fire at (a save kill needs a save of that step)."""
+    def _trigger_step(self, kind: Kind, step: int, last: int) -> int | None:
+        """Where the kind fires when drawn at `step` after a strike at `last`: that step, or for a save kill
+        the first save step from there (else the last save step not before `last`; None if none is)."""
         if kind.trigger == "step":
-            return least
-        steps = self.persistent_steps() if kind.trigger == "save" else self.local_steps()
-        return next((s for s in steps if s >= least), None)
+            return max(step, last)
+        reachable = [s for s in self._save_steps(kind.trigger) if s >= last]
+        return next((s for s in reachable if s >= step), reachable[-1] if reachable else None)
 
     def _attempt_seals(self, before: Progress, reached: int, killed_save: int | None) -> Progress:
         """The checkpoints an attempt that resumed from `before` surely sealed, up to step `reached`."""
@@ -204,7 +212,7 @@ class Space:
                 if attempt and max(progress.persistent, default=0) > max(progress.local, default=0):
                     return Fault(kind, rank, attempt, None)
                 continue
-            at = self._trigger_step(kind, max(step, last))
+            at = self._trigger_step(kind, step, last)
             if at is not None:
                 return Fault(kind, rank, attempt, at)
         return None

@@ -1,0 +1,90 @@
+"""`python -m chaos explore` end to end: real runs of a one-rank base, as a user runs it.
+
+A clean trainer keeps every invariant (exit 0); a trainer with a planted resiliency bug breaks one, and the
+shrunk schedule's scenario file reproduces it through `chaos run` in the same tree and passes in a clean one;
+bad input is one line and exit 2, before anything is launched.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from benchmarks.mutants.bench import project_copy
+from benchmarks.mutants.catalogue import Mutant
+from chaos.judge.baseline import cache_dir
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+BASE = {
+    "schema_version": 1, "name": "explore_tiny", "description": "one rank, checkpoints every 2 of 4 steps",
+    "world_size": 1, "launcher": "ft_launcher", "max_restarts": 1, "deadline_s": 90,
+    "trainer": {"train.train_iters": 4, "checkpoint.save_interval": 2, "ft.enable_ft_package": True},
+}
+EVERY_RESTART_LATE = Mutant(
+    "restart_late", "every restart resumes one iteration late, from a checkpoint or from nothing", "trainer/loop.py",
+    "self.iteration = self.checkpointer.load(self)", "self.iteration = self.checkpointer.load(self) + (self.events.attempt > 0)",
+    (), "",
+)
+
+
+def base_file(folder: Path, **changes) -> Path:
+    path = folder / f"{changes.get('name', BASE['name'])}.yaml"
+    path.write_text(yaml.safe_dump({**BASE, **changes}, sort_keys=False))
+    return path
+
+
+def chaos(root: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(root), "CHAOS_CACHE_DIR": str(cache_dir())}
+    return subprocess.run([sys.executable, "-m", "chaos", *args], cwd=root, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_a_clean_trainer_keeps_every_invariant(tmp_path):
+    out = tmp_path / "explore"
+    proc = chaos(PROJECT_ROOT, "explore", str(base_file(tmp_path)), "--budget", "30s", "--faults", "rank_killed",
+                 "--out", str(out), "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["schedules_judged"] >= 1 and result["found"] == []
+    assert result["kinds"] == ["rank_killed"]
+    assert "explore: 1 judged, 0 found" in proc.stderr
+    assert (out / "schedules.png").stat().st_size > 0
+    assert "| schedules judged |" in (out / "explore.md").read_text()
+    assert len((out / "judged.jsonl").read_text().splitlines()) == result["schedules_judged"]
+
+
+def test_a_planted_bug_is_found_shrunk_and_reproduced_by_chaos_run(tmp_path):
+    tree = project_copy(EVERY_RESTART_LATE, tmp_path / "tree")
+    out = tmp_path / "explore"
+    proc = chaos(tree, "explore", str(base_file(tmp_path)), "--budget", "40s", "--faults", "rank_killed", "--reruns", "1",
+                 "--out", str(out), "--json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    found = json.loads(proc.stdout)["found"]
+    assert [f["invariant"] for f in found] == ["same_as_baseline"]
+    assert found[0]["schedule"] == [{"type": "rank_killed", "rank": 0, "at_step": 1}]  # the simplest there is
+    assert found[0]["reproduced"] == "always"
+    scenario = Path(found[0]["scenario"])
+    assert scenario.parent == out / "found"
+    again = chaos(tree, "run", str(scenario), "--json", "--out", str(tmp_path / "again"))
+    assert again.returncode == 1, again.stderr
+    assert [v["name"] for v in json.loads(again.stdout)["verdicts"] if not v["passed"]] == ["baseline"]
+    clean = chaos(PROJECT_ROOT, "run", str(scenario), "--out", str(tmp_path / "clean"))
+    assert clean.returncode == 0, clean.stdout  # the bug, not the schedule's expectations
+
+
+@pytest.mark.parametrize(("change", "args", "says"), [
+    ({"world_size": 0}, (), "world_size: must be greater than or equal to 1, got 0"),
+    ({}, ("--budget", "1s"), "--budget: 1 s cannot fit one run of explore_tiny"),
+    ({}, ("--budget", "ten"), "--budget: 'ten' is not a duration"),
+    ({}, ("--faults", "rank_killed,bogus"), "--faults: unknown fault type 'bogus'"),
+    ({"trainer": {"train.train_iters": 4}}, ("--faults", "checkpoint_corrupt"),
+     "--faults: checkpoint_corrupt cannot be explored on explore_tiny.yaml"),
+], ids=["invalid-base", "budget-too-small", "budget-not-a-duration", "unknown-fault", "fault-not-on-this-base"])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, change, args, says):
+    proc = chaos(PROJECT_ROOT, "explore", str(base_file(tmp_path, **change)), "--out", str(tmp_path / "out"), *args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith("error: ") and says in proc.stderr, proc.stderr
+    assert not (tmp_path / "out" / "runs").exists()

@@ -1,0 +1,110 @@
+"""The schedule space and the invariants as expectations: every drawn schedule is a valid scenario, the same
+seed draws the same schedules, the checkpoint model says what the catalogue's own scenarios measured."""
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import seed as seeded
+
+from chaos.explore.invariants import broken, expect_for
+from chaos.explore.space import KINDS, Kind, allowed_kinds, fault_registry, space_of
+from chaos.schema.loader import load_scenario
+
+ROOT = Path(__file__).resolve().parents[4]
+BASES = ["scenarios/rank_killed.yaml", "benchmarks/mutants/bases/mutant_sync.yaml", "benchmarks/mutants/bases/mutant_async.yaml"]
+KIND = {k.label: k for k in KINDS}
+
+
+def space(path: str):
+    base = load_scenario(ROOT / path)
+    return base, space_of(base, allowed_kinds(base, fault_registry()).kinds)
+
+
+@pytest.mark.parametrize("path", BASES)
+def test_every_drawn_schedule_is_a_valid_scenario(path):
+    base, sp = space(path)
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @given(sp.strategy())
+    def check(schedule):
+        assert schedule.faults and schedule.faults[0].attempt == 0 and schedule.faults[0].at_step is not None
+        strikes = [f for f in schedule.faults if f.kind.kills]
+        assert [f.attempt for f in strikes] == list(range(len(strikes)))
+        steps = [f.at_step for f in strikes if f.at_step is not None]
+        assert steps == sorted(steps)  # each attempt reaches its strike's step
+        base.replace(faults=[f.to_yaml() for f in schedule.faults], expect=expect_for(base, sp, schedule))
+
+    check()
+
+
+def test_the_same_seed_draws_the_same_schedules_in_the_same_order():
+    _, sp = space(BASES[0])
+
+    def draws(seed: int) -> list[str]:
+        seen: list[str] = []
+
+        @seeded(seed)
+        @settings(max_examples=25, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+        @given(sp.strategy())
+        def collect(schedule):
+            seen.append(schedule.key)
+
+        collect()
+        return seen
+
+    assert draws(7) == draws(7)
+    assert draws(7) != draws(8)
+
+
+def test_the_checkpoint_model_allows_what_the_catalogue_measured():
+    _, sp = space(BASES[0])  # rank_killed: 12 steps, a checkpoint every 5
+    killed, in_save = KIND["rank_killed"], KIND["fault_during_checkpoint(save)"]
+    assert sp.schedule([(killed, 1, 7)], []).lost_allowed == 1  # rank_killed.yaml: lost_steps <= 2, observed 1
+    assert sp.schedule([(in_save, 0, 10)], []).lost_allowed == 5  # fault_during_checkpoint.yaml: 5
+    corrupted = sp.schedule([(killed, 1, 12)], [(KIND["checkpoint_corrupt(truncate)"], 1)])
+    assert corrupted.lost_allowed == 6 and len(corrupted.faults) == 2  # checkpoint_corrupt.yaml: 6
+
+
+def test_a_load_fault_needs_a_checkpoint_and_a_strike_no_earlier_step():
+    _, sp = space(BASES[0])
+    killed, load_kill = KIND["rank_killed"], KIND["fault_during_checkpoint(load)"]
+    early = sp.schedule([(killed, 0, 3), (load_kill, 0, 1)], [(KIND["checkpoint_corrupt(garble)"], 1)])
+    assert [f.kind.label for f in early.faults] == ["rank_killed"]  # nothing saved before step 3: nothing to break
+    later = sp.schedule([(killed, 0, 9), (killed, 1, 4)], [])
+    assert [f.at_step for f in later.faults] == [9, 9]
+
+
+def test_async_saves_count_as_sealed_once_the_next_save_began():
+    _, sp = space(BASES[2])  # 8 steps, an async save every 3
+    killed = KIND["rank_killed"]
+    assert sp.schedule([(killed, 0, 5)], []).lost_allowed == 4  # step 3's save may still be in flight
+    assert sp.schedule([(killed, 0, 8)], []).lost_allowed == 4  # step 6's began, so step 3's is sealed
+
+
+def test_more_strikes_than_the_budget_expect_the_launcher_to_give_up():
+    base, sp = space(BASES[1])  # max_restarts 2
+    killed = KIND["rank_killed"]
+    schedule = sp.schedule([(killed, 0, 2), (killed, 0, 4), (killed, 0, 6)], [])
+    expect = expect_for(base, sp, schedule)
+    assert expect["exit_code"] == 1 and expect["restarts"] == 2 and "baseline" not in expect
+    assert expect_for(base, sp, sp.schedule([(killed, 0, 2)], []))["baseline"] == "exact"
+
+
+def test_kinds_the_base_cannot_reach_are_refused_with_the_reason():
+    base = load_scenario(ROOT / "scenarios/rank_killed_torchrun.yaml")
+    allowed = allowed_kinds(base, fault_registry())
+    refused = {r.label: r.reason for r in allowed.refused}
+    assert "rank_hung" in refused and "nothing detects a hang" in refused["rank_hung"]
+    assert "local_checkpoint_lost" in refused
+    assert not allowed_kinds(base, {}).kinds  # a registry without them: nothing explored
+
+
+def test_failed_verdicts_map_to_their_invariants():
+    journal = {"verdicts": [{"name": n, "passed": p} for n, p in
+                            [("baseline", False), ("restarts", False), ("deadline", True), ("unexplained", False)]]}
+    assert broken(journal) == ("same_as_baseline", "failures_explained", "unexplained")
+
+
+def test_a_kind_names_its_own_fields():
+    assert Kind("checkpoint_corrupt", "load", kills=False, own=(("mode", "garble"),)).label == "checkpoint_corrupt(garble)"
