@@ -29,6 +29,7 @@ NOT_OURS = frozenset({
     "DistributedOptimizer.sharded_state_dict",  # megatron-core
     "RankMonitorClient.load_state_dict",  # nvidia-resiliency-ext
     "tests/functional_tests/python_test_utils/common.py",  # Megatron-LM's golden-value checks
+    "tests/functional_tests/python_test_utils/test_pretraining_regular_pipeline.py",  # and their tolerances
     "scenarios/x.yaml",  # the example file of docs/scenarios.md's error lines
     "Signals.NAME",  # Python's signal.Signals, as NVRx's log line prints one
 })

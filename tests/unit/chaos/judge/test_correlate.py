@@ -18,6 +18,7 @@ from chaos.judge.correlate import (
     BF16,
     BF16_RTOL,
     EXACT,
+    MEGATRON_CI,
     CorrelateError,
     StepRange,
     Tolerance,
@@ -52,14 +53,26 @@ def test_tolerances_agree_as_numpy_isclose(a, b, rtol, atol):
     assert tol.agree(a, b) == bool(np.isclose(a, b, rtol=rtol, atol=atol))
 
 
-def test_bf16_is_one_bf16_rounding_relative_to_the_reference():
-    assert BF16_RTOL == 2.0**-8 and BF16.rtol == BF16_RTOL and BF16.atol == 0.0
-    assert BF16.agree(10.0 * (1 + 0.0039), 10.0) and not BF16.agree(10.0 * (1 + 0.004), 10.0)
+def test_bf16_accepts_neighbouring_bf16_numbers_at_every_magnitude_and_not_two_units_apart():
+    assert BF16_RTOL == 2.0**-7 and BF16.rtol == BF16_RTOL and BF16.atol == 0.0
+    for e in range(-12, 13):
+        unit = 2.0 ** (e - 7)  # a bf16 number m * unit, 128 <= m <= 255, lies in [2**e, 2**(e + 1))
+        for m in (128, 129, 200, 254, 255):
+            x = m * unit
+            assert BF16.agree(x + unit, x) and BF16.agree(x, x + unit), (m, e)
+            assert not BF16.agree(x + 2 * unit, x), (m, e)
     assert not BF16.agree(math.nan, 10.0) and not BF16.agree(math.inf, 10.0)
+
+
+def test_megatron_ci_is_megatron_lm_golden_value_tolerance_for_lm_loss():
+    assert MEGATRON_CI.rtol == 0.05 and MEGATRON_CI.atol == 0.0 and not MEGATRON_CI.same_bits
+    assert MEGATRON_CI.agree(10.0 * 1.0499, 10.0) and not MEGATRON_CI.agree(10.0 * 1.0501, 10.0)
+    assert not MEGATRON_CI.agree(math.nan, 10.0)
 
 
 def test_a_tolerance_is_a_preset_or_numbers_never_both():
     assert tolerance_of(None, None, None) is EXACT and tolerance_of("bf16", None, None) is BF16
+    assert tolerance_of("megatron-ci", None, None) is MEGATRON_CI
     assert tolerance_of(None, 1e-3, None) == Tolerance.custom(1e-3, 0.0)
     with pytest.raises(CorrelateError, match="'fp8' is not a preset"):
         tolerance_of("fp8", None, None)
