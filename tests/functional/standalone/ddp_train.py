@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import time
 
 import torch
@@ -27,7 +28,19 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--ckpt", required=True, help="checkpoint file (shared by every attempt)")
     p.add_argument("--step-delay", type=float, default=0.05, help="seconds of simulated work per step")
     p.add_argument("--epoch-size", type=int, default=None, help="print each step as its epoch and iteration")
+    p.add_argument(
+        "--port-clash-first-attempt", action="store_true",
+        help="the first attempt dies at start-up of a real EADDRINUSE, as a worker whose port another took",
+    )
     return p.parse_args()
+
+
+def clash_on_a_port() -> None:
+    """Bind a port that this process already listens on: the kernel's EADDRINUSE, raised uncaught."""
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen()
+    socket.socket().bind(held.getsockname())
 
 
 def save(path: str, model: torch.nn.Module, opt: torch.optim.Optimizer, step: int) -> None:
@@ -45,6 +58,8 @@ def progress(step: int, epoch_size: int | None, loss: float) -> str:
 
 def main() -> None:
     args = parse_args()
+    if args.port_clash_first_attempt and os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0":
+        clash_on_a_port()
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
