@@ -98,6 +98,8 @@ class Metrics:
     resumed_from_step: int | None = None
     lost_steps: int | None = None
     time_to_detect_last_s: float | None = None
+    start_s: float | None = None
+    """The first start: the launch to the first step (a limit's ``startups`` unit; None without either)."""
     faults_injected: int = 0
     checkpoints_rejected: int = 0
     preemption_saved: bool | None = None
@@ -169,6 +171,7 @@ def compute_metrics(events: Iterable[Event]) -> Metrics:
         checkpoints_saved=tuple(e["iteration"] for e in ordered if _on_rank0(e, names.CHECKPOINT_SAVE_END)),
         checkpoints_corrupt=tuple(dict.fromkeys(e["path"] for e in ordered if e["event"] == names.CHECKPOINT_CORRUPT)),
         attempt_starts=_attempt_starts(ordered),
+        start_s=_start_s(ordered),
         faults_injected=sum(1 for e in ordered if e["event"] == names.FAULT_INJECTED),
         checkpoints_rejected=sum(1 for e in ordered if _on_rank0(e, names.CHECKPOINT_CORRUPT)),
         **_preemption_metrics(ordered),
@@ -342,6 +345,12 @@ def _attempt_starts(events: list[Event]) -> tuple[float, ...]:
         if e["event"] == names.RUN_START:
             starts.setdefault(e["attempt"], e["mono"])
     return tuple(starts[a] for a in sorted(starts))
+
+
+def _start_s(events: list[Event]) -> float | None:
+    launch = next((e["mono"] for e in events if e["event"] == names.LAUNCH), None)
+    step = next((e["mono"] for e in events if e["event"] == names.STEP), None)
+    return None if launch is None or step is None else step - launch
 
 
 def _fault_metrics(events: list[Event], at: int) -> dict[str, Any]:

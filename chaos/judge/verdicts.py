@@ -109,6 +109,7 @@ def judge(expect: Expect, metrics: Metrics, baseline_check: BaselineCheck | None
     verdicts = []
     for name, check in EXPECTATIONS.items():
         wanted = getattr(expect, name)
+        wanted = wanted.for_start(metrics.start_s) if isinstance(wanted, Limit) else wanted
         if wanted is not None:
             verdicts.append(_measured(name, wanted, getattr(metrics, check.metric), check.judged))
     if expect.baseline is not None:

@@ -15,6 +15,10 @@ class Limit(Strict):
 
     min: float | None = None
     max: float | None = None
+    startups: float | None = Field(default=None, gt=0)
+    """With max: the bound also allows this many of the run's own start-up (its launch to its first step,
+    ``Metrics.start_s``), for a time that includes starting workers again, which grows with the machine's load
+    as the first start did (docs/performance.md, "Headroom under load")."""
 
     @model_validator(mode="before")
     @classmethod
@@ -31,7 +35,16 @@ class Limit(Strict):
             raise ValueError("a limit needs min, max or both")
         if self.min is not None and self.max is not None and self.min > self.max:
             raise ValueError(f"min ({self.min:g}) is greater than max ({self.max:g}): no value can hold")
+        if self.startups is not None and self.max is None:
+            raise ValueError("startups adds to max: give max as well")
         return self
+
+    def for_start(self, start_s: float | None) -> Limit:
+        """The limit in seconds for a run whose first start took `start_s` (itself without ``startups``, or
+        when the run never started: then max alone, the strictest reading)."""
+        if self.startups is None or start_s is None or self.max is None:
+            return self
+        return Limit(min=self.min, max=self.max + self.startups * start_s)
 
     def holds(self, value: float) -> bool:
         return (self.min is None or value >= self.min) and (self.max is None or value <= self.max)
@@ -39,7 +52,8 @@ class Limit(Strict):
     def describe(self) -> str:
         if self.min == self.max:
             return f"== {self.min:g}"
-        parts = [f">= {self.min:g}" if self.min is not None else "", f"<= {self.max:g}" if self.max is not None else ""]
+        most = f" + {self.startups:g} x start-up" if self.startups is not None else ""
+        parts = [f">= {self.min:g}" if self.min is not None else "", f"<= {self.max:g}{most}" if self.max is not None else ""]
         return " and ".join(p for p in parts if p)
 
 
