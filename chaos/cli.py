@@ -217,7 +217,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
         from chaos.explore.search import Options, explore, parse_budget
     except ModuleNotFoundError as e:
         raise BadInput(f"chaos explore needs {e.name}: pip install -e '.[test]'") from None
-    options = Options(Path(args.base), parse_budget(args.budget), args.seed, Path(args.out),
+    options = Options(resolve(args.base, DEFAULT_SCENARIOS), parse_budget(args.budget), args.seed, Path(args.out),
                       tuple(n for n in args.faults.split(",") if n) if args.faults else (), args.reruns)
     return show(explore(options, progress_out(args)), args.json)
 
@@ -283,7 +283,7 @@ def parser() -> argparse.ArgumentParser:
         "explore", help="search fault schedules from a base scenario; shrink what breaks an invariant to a scenario file",
         description="Exit 0: every schedule kept every invariant; 1: something was found (DIR/found/); 2: bad input.",
     )
-    ex.add_argument("base", help="the base scenario file (its trainer, world, launcher and settings)")
+    ex.add_argument("base", help="the base scenario: a file, or a name from the catalogue (its trainer, world, launcher, settings)")
     ex.add_argument("--budget", default="10m", help="wall time for the search and the shrinking: 10m, 90s, 1h (default: 10m)")
     ex.add_argument("--seed", type=count(0), default=0, help="hypothesis's seed: the same seed draws the same schedules (default: 0)")
     ex.add_argument("--out", default="chaos-runs/explore", help="output folder: runs, found/, report, example database")
