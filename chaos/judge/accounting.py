@@ -13,7 +13,8 @@ events/accounting.jsonl, written anew at each judging), and reads them never.
 The rules:
 - An attempt *failed* when a worker of it exited non-zero or of a signal, a rank of it exited on an error,
   an in-process restart aborted it, the launcher exited non-zero in it, or the deadline killed it. The
-  first such sign is its failure; its peers' reactions are part of it.
+  first such sign is its failure (the struck rank's own, when a fault explains it); its peers' reactions
+  are part of it.
 - A failure is *explained* by a fault injected in the same attempt no later than the failure, or by an
   earlier attempt's fault when the failed attempt had started training again (a rank of it wrote
   ``run_start``, or an observed event of a trainer that writes none of its own): a recovery that failed
@@ -114,7 +115,7 @@ def account(events: Iterable[Event], planned: Iterable[Mapping[str, Any]], logs:
     line is quoted from when no event carries it."""
     ordered = sorted((e for e in events if e["event"] not in OWN_EVENTS), key=lambda e: e["mono"])
     faults = [e for e in ordered if e["event"] == names.FAULT_INJECTED]
-    failures = [_explain(f, faults, ordered) for f in _failures(ordered, logs)]
+    failures = [_explain(signs, faults, ordered) for signs in _failures(ordered, logs)]
     return Accounting(tuple(failures), tuple(_never_due(planned, ordered)))
 
 
@@ -122,17 +123,17 @@ OWN_EVENTS = frozenset({names.UNEXPLAINED_FAILURE, names.FAULT_NEVER_DUE})
 """What an earlier accounting wrote (record_accounting): never an input to this one."""
 
 
-def _failures(events: list[Event], logs: Mapping[str, str]) -> list[Failure]:
-    """The first sign of failure of each attempt that failed, in attempt order."""
-    first: dict[int, Failure] = {}
+def _failures(events: list[Event], logs: Mapping[str, str]) -> list[list[Failure]]:
+    """The signs of failure of each attempt that failed, in attempt order, each attempt's in time order."""
+    signs: dict[int, list[Failure]] = {}
     for e in events:
-        failure = _failure(e, events, logs)
-        if failure is not None and failure.attempt not in first:
-            first[failure.attempt] = failure
-    return [first[a] for a in sorted(first)]
+        failure = _failure(e, logs)
+        if failure is not None:
+            signs.setdefault(failure.attempt, []).append(failure)
+    return [signs[a] for a in sorted(signs)]
 
 
-def _failure(e: Event, events: list[Event], logs: Mapping[str, str]) -> Failure | None:
+def _failure(e: Event, logs: Mapping[str, str]) -> Failure | None:
     name = e["event"]
     if e["rank"] >= 0:
         if name == names.EXIT and e.get("code") not in (0, None):
@@ -144,9 +145,8 @@ def _failure(e: Event, events: list[Event], logs: Mapping[str, str]) -> Failure 
     if name == names.WORKER_FAILED:
         code = e.get("exitcode")
         sig = _signal_name(code)
-        cause = _log_cause(logs.get(e.get("node") or "", logs.get("", "")), e.get("line", ""))
-        if sig and not cause:
-            cause = f"killed by {sig}"
+        # A worker killed by a signal printed nothing of it: what it printed last was a peer's reaction.
+        cause = f"killed by {sig}" if sig else _log_cause(logs.get(e.get("node") or "", logs.get("", "")), e.get("line", ""))
         return Failure(e["attempt"], e.get("local_rank"), code, sig, name, e["mono"], e.get("wall", 0.0), cause or e.get("line", ""))
     if name == names.LAUNCHER_EXIT and e.get("code") not in (0, None):
         return Failure(e["attempt"], None, e["code"], None, name, e["mono"], e.get("wall", 0.0), f"the launcher exited {e['code']}")
@@ -156,11 +156,14 @@ def _failure(e: Event, events: list[Event], logs: Mapping[str, str]) -> Failure 
     return None
 
 
-def _explain(failure: Failure, faults: list[Event], events: list[Event]) -> Failure:
-    """The failure with the fault that explains it, if any (the rules in the module's docstring)."""
+def _explain(signs: list[Failure], faults: list[Event], events: list[Event]) -> Failure:
+    """An attempt's failure (its first sign, or the struck rank's own when a fault explains it) with the
+    fault that explains it, if any (the rules in the module's docstring)."""
+    failure = signs[0]
     own = [f for f in faults if f["attempt"] == failure.attempt and f["mono"] <= failure.mono + FAULT_SLACK_S]
     if own:
-        return _with(failure, own[-1]["fault_id"], recovery=False)
+        struck = next((s for s in signs if s.rank is not None and s.rank == own[-1].get("target_rank")), failure)
+        return _with(struck, own[-1]["fault_id"], recovery=False)
     earlier = [f for f in faults if f["attempt"] < failure.attempt and f["mono"] <= failure.mono]
     if earlier and _started(failure.attempt, events):
         return _with(failure, earlier[-1]["fault_id"], recovery=True)
