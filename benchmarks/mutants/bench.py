@@ -53,14 +53,21 @@ class MutantResult:
         return by
 
 
-def project_copy(mutant: Mutant | None, into: Path) -> Path:
-    """The project's files (what a run imports and reads) copied to `into`, with the mutant's bug planted."""
-    for name in COPIED:
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, into / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(source, into / name)
+def project_copy(mutant: Mutant | None, into: Path, committed: bool = True) -> Path:
+    """The project's files (what a run imports and reads) copied to `into`, with the mutant's bug planted. The
+    committed tree by default, so that edits in progress in this checkout do not leak into a benchmark; the
+    working tree as it is for a test of that tree."""
+    into.mkdir(parents=True, exist_ok=True)
+    if committed:
+        archive = subprocess.run(["git", "archive", "HEAD", *COPIED], cwd=ROOT, capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    else:
+        for name in COPIED:
+            source = ROOT / name
+            if source.is_dir():
+                shutil.copytree(source, into / name, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                shutil.copy2(source, into / name)
     if mutant is not None:
         mutant.apply(into)
     return into

@@ -34,8 +34,8 @@ INVARIANTS = (
               "newest checkpoint surely sealed)", ("lost_steps",)),
     Invariant("no_corrupt_load", "a checkpoint is rejected as corrupt only when one was corrupted on purpose, "
               "and then it is", ("checkpoints_rejected",)),
-    Invariant("failures_explained", "every restart is explained by an injected fault, and every fault struck",
-              ("restarts", "faults_injected", "faults_found_targets")),
+    Invariant("failures_explained", "every failure is explained by an injected fault, every restart by a strike, "
+              "and every fault came due and struck", ("unexplained_failures", "restarts", "faults_injected", "faults_found_targets")),
     Invariant("nothing_left_behind", "the run ends before its deadline and leaves no process behind",
               ("deadline", "processes_reaped")),
     Invariant("no_pitfall", "the run falls into none of the card's pitfalls but those the base names", ("pitfalls",)),

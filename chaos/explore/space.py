@@ -47,6 +47,8 @@ KINDS = (
     Kind("rank_killed", "step"),
     Kind("exception", "step"),
     Kind("sigkill", "step"),
+    Kind("segfault", "step"),
+    Kind("abort", "step"),
     Kind("rank_hung", "step"),
     Kind("fault_during_checkpoint", "save", own=(("during", "save"),)),
     Kind("fault_during_checkpoint", "local_save", own=(("during", "local_save"),)),

@@ -57,7 +57,7 @@ def test_a_clean_trainer_keeps_every_invariant(tmp_path):
 
 
 def test_a_planted_bug_is_found_shrunk_and_reproduced_by_chaos_run(tmp_path):
-    tree = project_copy(EVERY_RESTART_LATE, tmp_path / "tree")
+    tree = project_copy(EVERY_RESTART_LATE, tmp_path / "tree", committed=False)
     out = tmp_path / "explore"
     proc = chaos(tree, "explore", str(base_file(tmp_path)), "--budget", "40s", "--faults", "rank_killed", "--reruns", "1",
                  "--out", str(out), "--json")
