@@ -9,11 +9,13 @@ from chaos.faults.checkpoint.planned import CheckpointCorrupt, FaultDuringCheckp
 from chaos.faults.collective.planned import CollectiveHang
 from chaos.faults.in_rank import RankFault
 from chaos.faults.loss.planned import NanLoss, SpikyLoss
+from chaos.faults.native.planned import Abort, GilDeadlock, Segfault
 from chaos.faults.process.planned import ExceptionFault, RankHung, RankKilled
 from chaos.faults.slow.planned import SlowRank
 
 RANK_FAULTS: tuple[type[RankFault], ...] = (
     RankKilled, RankHung, ExceptionFault, CollectiveHang, FaultDuringCheckpoint, CheckpointCorrupt, SlowRank,
     NanLoss, SpikyLoss, LocalCheckpointLost,
+    Segfault, Abort, GilDeadlock,
 )
 """Every kind the injector fires (the plan's other kinds are the supervisor's)."""

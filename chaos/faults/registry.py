@@ -9,6 +9,7 @@ from pydantic import Field
 from chaos.faults.checkpoint.schema import CheckpointCorrupt, FaultDuringCheckpoint, LocalCheckpointLost
 from chaos.faults.collective.schema import CollectiveHang
 from chaos.faults.loss.schema import NanLoss, SpikyLoss
+from chaos.faults.native.schema import Abort, GilDeadlock, Segfault
 from chaos.faults.nodes.schema import NodeHung, NodeKilled, NodeRejoin
 from chaos.faults.process.schema import ExceptionFault, RandomFault, RankHung, RankKilled
 from chaos.faults.signals.schema import DutyCycle, Sigkill, Sigstop, Sigterm
@@ -19,6 +20,7 @@ FAULT_KINDS = (
     RankHung, RankKilled, RandomFault, ExceptionFault, CollectiveHang, FaultDuringCheckpoint, CheckpointCorrupt,
     Sigterm, Sigkill, Sigstop, DutyCycle, SlowRank, NanLoss, SpikyLoss, NodeKilled, NodeHung, NodeRejoin,
     SlurmKillStep, SlurmRequeue, LocalCheckpointLost,
+    Segfault, Abort, GilDeadlock,
 )
 """Every fault kind a scenario may name (in this order in error messages)."""
 
