@@ -143,16 +143,22 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    """The catalogue as a table, a scenario a row, each column as wide as its longest entry (an invalid
+    file's row: its name, INVALID and its first problem)."""
+    rows: list[tuple[str, ...]] = [("scenario", "ranks", "launcher", "faults", "description")]
     for path in catalogue(Path(args.scenario_dir)):
         try:
             s = load_scenario(path)
         except ScenarioError as e:
             more = f" (and {len(e.problems) - 1} more problems)" if len(e.problems) > 1 else ""
-            print(f"{path.stem:<24} INVALID  {e.problems[0]}{more}")
+            rows.append((path.stem, "INVALID", f"{e.problems[0]}{more}"))
             continue
         faults = ", ".join(f.type for f in s.faults) or "none"
-        summary = " ".join(s.description.split())[:70]
-        print(f"{s.name:<24} {s.world_size} ranks {s.launcher:<11} faults: {faults:<22} {summary}")
+        rows.append((s.name, str(s.world_size), s.launcher, faults, " ".join(s.description.split())[:70]))
+    widths = [max(len(row[i]) for row in rows if len(row) > i + 1) for i in range(4)]
+    for row in rows:
+        cells = zip(row[:-1], widths[: len(row) - 1], strict=True)
+        print("  ".join([*(cell.ljust(width) for cell, width in cells), row[-1]]))
     return 0
 
 

@@ -1,6 +1,7 @@
 """The chaos CLI as a user runs it: a wrong expectation fails with both values; bad files launch nothing."""
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -110,3 +111,36 @@ def strays(before: set[str]) -> set[str]:
     """Files the checkout gained since `before` at its top, or named as the command under test names its
     files anywhere in it (files others add to the checkout meanwhile are no stray of this test's)."""
     return {p for p in untracked() - before if "/" not in p or "written-by-rank-" in p}
+
+
+def columns_line_up(table: str) -> list[list[str]]:
+    """The cells of each row of `chaos list`, asserting that each starts where its header does."""
+    header, *rows = table.splitlines()
+    starts = [header.index(name) for name in ("scenario", "ranks", "launcher", "faults", "description")]
+    cells = []
+    for row in rows:
+        bounds = starts if " INVALID " not in row else starts[:3]
+        for at in bounds[1:]:
+            assert row[at - 2 : at] == "  " and row[at] != " ", f"a cell off its column at {at}:\n{header}\n{row}"
+        cells.append([row[a:b].strip() for a, b in zip(bounds, [*bounds[1:], len(row)], strict=True)])
+    return cells
+
+
+def test_the_catalogue_listing_keeps_its_columns_for_any_name_length(tmp_path: Path) -> None:
+    catalogue = chaos("list", cwd=tmp_path)
+    assert catalogue.returncode == 0, catalogue.stderr
+    rows = columns_line_up(catalogue.stdout)
+    assert len(rows) == len(list((ROOT / "scenarios").glob("*.yaml")))
+    assert ["rank_killed", "2", "ft_launcher", "rank_killed"] in [row[:4] for row in rows]
+    data = yaml.safe_load((ROOT / "scenarios" / "rank_killed.yaml").read_text())
+    long_name = "a_scenario_whose_name_is_longer_than_any_column_of_the_catalogue"
+    (tmp_path / f"{long_name}.yaml").write_text(yaml.safe_dump({**data, "name": long_name}))
+    (tmp_path / "broken.yaml").write_text("name: broken\nworld_size: two\n")
+    shutil.copy(ROOT / "scenarios" / "rank_killed.yaml", tmp_path)
+    listing = chaos("list", "--scenario-dir", str(tmp_path), cwd=tmp_path)
+    assert listing.returncode == 0, listing.stderr
+    assert columns_line_up(listing.stdout) == [
+        [long_name, "2", "ft_launcher", "rank_killed", " ".join(data["description"].split())[:70]],
+        ["broken", "INVALID", f"{tmp_path / 'broken.yaml'}: description: required (and 1 more problems)"],
+        ["rank_killed", "2", "ft_launcher", "rank_killed", " ".join(data["description"].split())[:70]],
+    ]
