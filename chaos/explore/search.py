@@ -233,28 +233,30 @@ class InvariantBroken(AssertionError):
     """What the probe raises for hypothesis: the schedule broke an invariant."""
 
 
-def search(search: Search) -> None:
-    """Let hypothesis draw, judge and shrink until its examples or the budget run out."""
+def search(session: Search) -> None:
+    """Judge the canonical schedule, then let hypothesis draw, judge and shrink until its examples or the
+    budget run out."""
     crash: list[BaseException] = []
 
     def probe(schedule: Schedule) -> None:
         if crash:
             return
         try:
-            record = search.judge(schedule)
+            record = session.judge(schedule)
         except Exception as e:  # a harness error is not a schedule's failure: stop, and raise it afterwards
             crash.append(e)
             return
         if record is not None and record.broken:
             raise InvariantBroken(", ".join(record.broken))
 
-    probe._hypothesis_internal_add_digest = search.digest.encode()  # type: ignore[attr-defined]  # one database key per base
-    examples = int(search.options.budget_s / 3) + len(search.earlier) + 20
-    test = seeded(search.options.seed)(settings(
-        database=DirectoryBasedExampleDatabase(search.options.out / ".hypothesis"), max_examples=examples, deadline=None,
+    probe._hypothesis_internal_add_digest = session.digest.encode()  # type: ignore[attr-defined]  # one database key per base
+    examples = int(session.options.budget_s / 3) + len(session.earlier) + 20
+    test = seeded(session.options.seed)(settings(
+        database=DirectoryBasedExampleDatabase(session.options.out / ".hypothesis"), max_examples=examples, deadline=None,
         suppress_health_check=list(HealthCheck), phases=(Phase.reuse, Phase.generate, Phase.shrink),
         verbosity=Verbosity.quiet, print_blob=False, report_multiple_bugs=False,
-    )(given(search.space.strategy())(probe)))
+    )(given(session.space.strategy())(probe)))
+    session.judge(session.space.canonical())  # what a person writes first; hypothesis draws and shrinks its own
     with contextlib.suppress(InvariantBroken):  # the failures are in the records; smallest() picks from them
         test()
     if crash:
@@ -270,15 +272,15 @@ def smallest(records: list[Record]) -> dict[str, tuple[Record, int]]:
     return out
 
 
-def write_found(search: Search, invariant: str, record: Record) -> Path:
+def write_found(session: Search, invariant: str, record: Record) -> Path:
     """The failing schedule as a scenario file `chaos run` reproduces: the base's own file with its faults
     and the invariants' expectations."""
-    folder = search.options.out / "found"
+    folder = session.options.out / "found"
     folder.mkdir(parents=True, exist_ok=True)
     name = f"found_{invariant}_{hashlib.sha256(record.key.encode()).hexdigest()[:6]}"
-    raw = yaml.safe_load(search.options.base.read_text())
+    raw = yaml.safe_load(session.options.base.read_text())
     raw.pop("known_failure", None)
-    description = (f"Found by chaos explore (seed {search.options.seed}) from {search.options.base}: {SAYS.get(invariant, invariant)} "
+    description = (f"Found by chaos explore (seed {session.options.seed}) from {session.options.base}: {SAYS.get(invariant, invariant)} "
                    f"broke under {record.key}.")
     data = {**raw, "name": name, "description": description, "faults": record.faults,
             "expect": record.expect}
@@ -288,11 +290,11 @@ def write_found(search: Search, invariant: str, record: Record) -> Path:
     return path
 
 
-def reproduce(search: Search, path: Path, invariant: str) -> list[bool]:
+def reproduce(session: Search, path: Path, invariant: str) -> list[bool]:
     """Run the scenario file `reruns` times; whether each broke the invariant again."""
     scenario = load_scenario(path)
-    return [invariant in broken(run_scenario(scenario, search.options.out / "runs", progress=None).journal)
-            for _ in range(search.options.reruns)]
+    return [invariant in broken(run_scenario(scenario, session.options.out / "runs", progress=None).journal)
+            for _ in range(session.options.reruns)]
 
 
 def explore(options: Options, progress: Callable[[str], None] | None = print) -> Exploration:

@@ -242,6 +242,13 @@ class Space:
         attempt = next((a for a in range(1, len(resumes)) if a not in killed_loads), len(resumes) - 1)
         return reached - resumes[attempt]
 
+    def canonical(self) -> Schedule:
+        """The schedule a person writes first, judged before any drawn one: the first step kind kills rank 0
+        right after the first checkpoint (the first step a resume computes again), or at step 1 without one."""
+        kind = next(k for k in self.kinds if k.kills and k.trigger != "load")
+        first = min((*self.persistent_steps(), *self.local_steps()), default=0)
+        return self.schedule([(kind, 0, min(first + 1, self.train_iters))], [])
+
     def strategy(self) -> st.SearchStrategy[Schedule]:
         """Schedules as hypothesis draws and shrinks them: the first strike at a step (attempt 0 has no
         restart's load), up to max_strikes - 1 more, up to two load faults at restarts."""

@@ -59,12 +59,15 @@ def test_a_clean_trainer_keeps_every_invariant(tmp_path):
 def test_a_planted_bug_is_found_shrunk_and_reproduced_by_chaos_run(tmp_path):
     tree = project_copy(EVERY_RESTART_LATE, tmp_path / "tree", committed=False)
     out = tmp_path / "explore"
-    proc = chaos(tree, "explore", str(base_file(tmp_path)), "--budget", "40s", "--faults", "rank_killed", "--reruns", "1",
+    # The budget is a bound: the search ends once hypothesis has shrunk its failure (nothing is simpler).
+    proc = chaos(tree, "explore", str(base_file(tmp_path)), "--budget", "150s", "--faults", "rank_killed", "--reruns", "1",
                  "--out", str(out), "--json")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     found = json.loads(proc.stdout)["found"]
     assert [f["invariant"] for f in found] == ["same_as_baseline"]
-    assert found[0]["schedule"] == [{"type": "rank_killed", "rank": 0, "at_step": 1}]  # the simplest there is
+    # The canonical schedule (a kill right after the first checkpoint, step 3) broke it first; hypothesis's
+    # own first draw, a kill before step 1, broke it too and is the simplest there is.
+    assert found[0]["schedule"] == [{"type": "rank_killed", "rank": 0, "at_step": 1}]
     assert found[0]["reproduced"] == "always"
     scenario = Path(found[0]["scenario"])
     assert scenario.parent == out / "found"

@@ -108,3 +108,8 @@ def test_failed_verdicts_map_to_their_invariants():
 
 def test_a_kind_names_its_own_fields():
     assert Kind("checkpoint_corrupt", "load", kills=False, own=(("mode", "garble"),)).label == "checkpoint_corrupt(garble)"
+
+
+def test_the_canonical_schedule_kills_rank_0_right_after_the_first_checkpoint():
+    _, sp = space(BASES[0])
+    assert sp.canonical().key == "rank_killed rank 0 step 6 attempt 0"  # what rank_killed.yaml does (step 7, rank 1)
