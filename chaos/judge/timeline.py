@@ -37,7 +37,7 @@ _ANY_MARKS = frozenset(
 _INFO_FIELDS = (
     "iteration", "fault", "target_rank", "reason", "code", "error", "signal", "path",
     "local_rank", "exitcode", "pids", "seconds", "flagged", "state", "scores", "diagnosis", "target_node", "agent",
-    "heartbeat", "calculated", "exit_code", "job_id", "name", "local", "cause",
+    "heartbeat", "calculated", "exit_code", "job_id", "name", "local", "network", "isolation", "cause",
 )
 
 

@@ -49,6 +49,10 @@ from typing import Literal
 from chaos.supervise import deathsig
 
 HOLDER = Path(__file__).with_name("nshold.py")
+NETWORK_VAR = "CHAOS_NETWORK"
+"""``machine``: the runs of this process tree keep the machine's network and their claimed ports (the
+fallback) even where namespaces work, e.g. to reach a worker's port from outside; ``run`` (the default):
+each run its own."""
 SUBNET, NODE_IF, BRIDGE = "10.77.0", "eth0", "br0"
 KINDS = ("net", "mnt")
 

@@ -27,7 +27,7 @@ from chaos.schema.command import ft_cfg, ft_section, rank_argv
 from chaos.schema.scenario import Scenario, plan_faults
 from chaos.supervise.attempts import AttemptTracker
 from chaos.supervise.foreign import AdapterSteps
-from chaos.supervise.isolation import Isolation
+from chaos.supervise.isolation import NETWORK_VAR, Isolation
 from chaos.supervise.launch import Launch, LaunchResult, LaunchSpec
 from chaos.supervise.nodes import gpu_blocks, run_nodes, visible_gpus
 from chaos.supervise.ports import reserve_ports, sweep_claims
@@ -249,7 +249,7 @@ def _launch(
             env={**env, **launcher_env(scenario, claim.ports), **env_overrides},
             run_dir=run_dir, deadline_s=deadline_s, run_id=run_dir.name, cwd=run_dir, nodes=scenario.nodes,
             gpu_blocks=tuple(gpu_blocks(visible_gpus(), scenario.node_size)) if on_gpus else (),
-            isolation=Isolation(network=True),
+            isolation=Isolation(network=own_network()),
         )
         launch = Launch(spec, events, attempts, on_line=steps.line if isinstance(steps, LogSteps | AdapterSteps) else None)
         if scenario.nodes > 1:
@@ -258,6 +258,14 @@ def _launch(
         return launch.wait()
     finally:
         claim.release()
+
+
+def own_network() -> bool:
+    """Whether runs get a network of their own (CHAOS_NETWORK: ``run``, the default, or ``machine``)."""
+    wanted = os.environ.get(NETWORK_VAR, "run")
+    if wanted not in ("run", "machine"):
+        raise RunError(f"{NETWORK_VAR}={wanted}: expected run or machine")
+    return wanted == "run"
 
 
 def _run_baseline(scenario: Scenario, folder: Path) -> str | None:
