@@ -26,6 +26,13 @@ STORE_PORT_VAR = "CHAOS_STORE_PORT"
 store with workers: it hands them an ephemeral MASTER_PORT that it found free, and with eight runs on one
 machine another process took that port before rank 0 bound it (EADDRINUSE, 2 launches in 25)."""
 
+STALLFS_VAR = "CHAOS_STALLFS"
+"""``PID:FIFO`` of a run whose checkpoints are served through FUSE (chaos/supervise/stallfs.py): the server a
+`storage_stall` fault stops, and the FIFO of the keeper that resumes it."""
+
+MEMORY_CGROUP_VAR = "CHAOS_MEMORY_CGROUP"
+"""The run's memory cgroup (chaos/supervise/cgroup.py), which a `host_oom` rank moves itself into."""
+
 RESTART_COUNT_VAR = "TORCHELASTIC_RESTART_COUNT"
 """torchelastic's (torchrun's, ft_launcher's) restart round of the worker group; absent in a plain process."""
 

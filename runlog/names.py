@@ -35,6 +35,7 @@ LAUNCHER_EXIT = "launcher_exit"
 AGENT_START = "agent_start"
 AGENT_EXIT = "agent_exit"
 LEFTOVER = "leftover"
+OOM_KILL = "oom_kill"
 UNEXPLAINED_FAILURE = "unexplained_failure"
 FAULT_NEVER_DUE = "fault_never_due"
 

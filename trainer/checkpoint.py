@@ -8,10 +8,9 @@ Layout under `checkpoint.save`::
 
 A save writes into `iter_N.tmp`, then rank 0 writes manifest.json (size and sha256 of every file),
 renames the folder into place, and only then rewrites the tracker (temp file + os.replace). A save killed
-half-way therefore leaves an `.tmp` folder that nothing loads. A save the storage refuses (ENOSPC, EIO: an
-OSError, also one DCP raises from its writer threads or an async save's future) fails on every rank together:
-each phase's outcome is agreed by all ranks, its `.tmp` folder is removed, `checkpoint_save_failed` is
-logged, and the trainer exits (`SaveFailed`) or goes on without that checkpoint (`checkpoint.on_save_failure`).
+half-way therefore leaves an `.tmp` folder that nothing loads. A save the storage refuses (an OSError:
+ENOSPC, EIO; also from DCP's writer threads or an async save's future) fails on every rank together, its
+`.tmp` removed; the trainer exits (`SaveFailed`) or goes on without it (`checkpoint.on_save_failure`).
 On load, each candidate (newest first) is
 checked against its manifest; a corrupt or truncated one emits `checkpoint_corrupt` and the next older
 one is tried. Rank 0 picks and broadcasts, so every rank loads the same checkpoint.
@@ -82,10 +81,6 @@ def storage_error(e: BaseException) -> OSError | None:
         return next((found for exc, _ in e.failures.values() if (found := storage_error(exc)) is not None), None)
     cause = e.__cause__ or e.__context__
     return None if cause is None else storage_error(cause)
-
-
-def _error_text(e: OSError) -> str:
-    return f"[Errno {e.errno}] {e.strerror}" if e.strerror else str(e)
 
 
 class Checkpointable(Protocol):
@@ -324,7 +319,7 @@ class Checkpointer:
             found = storage_error(e)
             if found is None:
                 raise
-            return _error_text(found)
+            return f"[Errno {found.errno}] {found.strerror}" if found.strerror else str(found)
         return None
 
     def _failed(self, iteration: int, tmp: Path, error: str | None, is_async: bool = False) -> bool:

@@ -7,15 +7,17 @@ from __future__ import annotations
 
 from chaos.faults.checkpoint.planned import CheckpointCorrupt, FaultDuringCheckpoint, LocalCheckpointLost
 from chaos.faults.collective.planned import CollectiveHang
+from chaos.faults.disk.planned import StorageStall
 from chaos.faults.in_rank import RankFault
 from chaos.faults.loss.planned import NanLoss, SpikyLoss
+from chaos.faults.memory.planned import HostOom
 from chaos.faults.native.planned import Abort, GilDeadlock, Segfault
 from chaos.faults.process.planned import ExceptionFault, RankHung, RankKilled
 from chaos.faults.slow.planned import SlowRank
 
 RANK_FAULTS: tuple[type[RankFault], ...] = (
     RankKilled, RankHung, ExceptionFault, CollectiveHang, FaultDuringCheckpoint, CheckpointCorrupt, SlowRank,
-    NanLoss, SpikyLoss, LocalCheckpointLost,
+    NanLoss, SpikyLoss, LocalCheckpointLost, StorageStall, HostOom,
     Segfault, Abort, GilDeadlock,
 )
 """Every kind the injector fires (the plan's other kinds are the supervisor's)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import signal
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import ClassVar, Literal, Protocol
 
 from chaos.faults.plan import PlannedFault, Side
@@ -35,6 +36,9 @@ class Armed:
 
 
 class Signals(Protocol):
+    run_dir: Path
+    """The run folder (a fault on the run's storage reaches it through a target's mount namespace)."""
+
     def send(self, pids: list[int], sig: signal.Signals, group: bool = False) -> None:
         """`sig` to each pid, or (`group`) to the process group each pid leads."""
 

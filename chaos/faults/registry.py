@@ -8,7 +8,9 @@ from pydantic import Field
 
 from chaos.faults.checkpoint.schema import CheckpointCorrupt, FaultDuringCheckpoint, LocalCheckpointLost
 from chaos.faults.collective.schema import CollectiveHang
+from chaos.faults.disk.schema import DiskFull, StorageStall
 from chaos.faults.loss.schema import NanLoss, SpikyLoss
+from chaos.faults.memory.schema import HostOom
 from chaos.faults.native.schema import Abort, GilDeadlock, Segfault
 from chaos.faults.nodes.schema import NodeHung, NodeKilled, NodeRejoin
 from chaos.faults.process.schema import ExceptionFault, RandomFault, RankHung, RankKilled
@@ -19,7 +21,7 @@ from chaos.faults.slurm.schema import SlurmKillStep, SlurmRequeue
 FAULT_KINDS = (
     RankHung, RankKilled, RandomFault, ExceptionFault, CollectiveHang, FaultDuringCheckpoint, CheckpointCorrupt,
     Sigterm, Sigkill, Sigstop, DutyCycle, SlowRank, NanLoss, SpikyLoss, NodeKilled, NodeHung, NodeRejoin,
-    SlurmKillStep, SlurmRequeue, LocalCheckpointLost,
+    SlurmKillStep, SlurmRequeue, LocalCheckpointLost, DiskFull, StorageStall, HostOom,
     Segfault, Abort, GilDeadlock,
 )
 """Every fault kind a scenario may name (in this order in error messages)."""

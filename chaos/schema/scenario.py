@@ -26,6 +26,8 @@ from pydantic import (
 )
 
 from chaos.errors import BadInput
+from chaos.faults.disk import schema as disk
+from chaos.faults.memory import schema as memory
 from chaos.faults.plan import PlannedFault, Side
 from chaos.faults.registry import Fault
 from chaos.faults.slurm.schema import SlurmRequeue
@@ -316,6 +318,12 @@ class Scenario(Strict):
                 yield f"faults[{i}].at_step: {fault.at_step} is past train.train_iters ({iters})"
             if fault.type == "fault_during_checkpoint" and fault.at_step:
                 yield from self._save_step_problems(f"faults[{i}].at_step", fault.at_step, local=fault.during == "local_save")
+            if isinstance(fault, disk.DiskFull | disk.StorageStall):
+                if self.command is None and fault.at_step:
+                    yield from self._save_step_problems(f"faults[{i}].at_step", fault.at_step, local=False)
+                yield from (f"faults[{i}].{p}" for p in disk.scenario_problems(fault, cfg, self.command is not None, self.deadline_s))
+            if isinstance(fault, memory.HostOom):
+                yield from (f"faults[{i}].{p}" for p in memory.scenario_problems(self.command is not None))
             if deadline and fault.after_s is not None and fault.after_s >= self.deadline_s:
                 yield f"faults[{i}].after_s: {fault.after_s:g} is past deadline_s ({self.deadline_s:g})"
             if last is not None and fault.attempt > last:

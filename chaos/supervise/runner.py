@@ -29,15 +29,18 @@ from chaos.supervise.attempts import AttemptTracker
 from chaos.supervise.foreign import AdapterSteps
 from chaos.supervise.isolation import NETWORK_VAR, Isolation
 from chaos.supervise.launch import Launch, LaunchResult, LaunchSpec
+from chaos.supervise.machine import RunMachine, lacks
 from chaos.supervise.nodes import gpu_blocks, run_nodes, visible_gpus
 from chaos.supervise.ports import reserve_ports, sweep_claims
 from chaos.supervise.progress import ProgressView
 from chaos.supervise.scratch import make_tmp_dir, sweep_tmp_dirs
 from chaos.supervise.signals import EventSteps, ExternalFaults, LogSteps
+from chaos.supervise.storage import RunStorage
 from chaos.supervise.watchdog import Watchdog
 from runlog.env import STORE_PORT_VAR
 from runlog.layout import RunFolder
 from runlog.log import EventLog
+from runlog.records import Leftover
 from trainer import nvrx_compat
 from trainer.config import cuda_available, wants_cuda
 
@@ -53,6 +56,9 @@ def unrunnable(scenario: Scenario, device: str | None) -> str | None:
     or None. The CLI refuses such a run before launching anything; the pytest plugin skips it."""
     if scenario.requires == "slurm":
         return f"{scenario.name} runs as a Slurm job (requires: slurm): nox -s slurm, or python -m chaos run --slurm {scenario.name}"
+    lacking = lacks({fault.type for fault in scenario.faults})
+    if lacking:
+        return f"{scenario.name}: {lacking}"
     missing = [name for name in scenario.needs if not installed(name)]
     if missing:
         return f"{scenario.name} needs {', '.join(missing)}, not installed here (tools/megatron-gpu-setup.sh on a GPU machine)"
@@ -187,8 +193,11 @@ def execute(scenario: Scenario, run_dir: Path, seed: int, progress: Callable[[st
     steps = observed_steps(scenario, run_dir, attempts)
     external = ExternalFaults(plan, events, attempts, run_dir.name, steps, scenario.world_size, run_dir=run_dir)
 
+    machine = RunMachine.start(plan, run_dir, events)
+
     def tick() -> None:
         external.tick()
+        machine.tick()
         if view:
             view.tick()
 
@@ -196,7 +205,7 @@ def execute(scenario: Scenario, run_dir: Path, seed: int, progress: Callable[[st
     sweep_claims()
     tmp_dir = make_tmp_dir()
     watchdog = Watchdog.start(run_dir.name, tmp_dir)  # the run's processes die with this process
-    env = child_env(tmp_dir)
+    env = {**child_env(tmp_dir), **machine.env}
     launch = partial(_launch, scenario, run_dir, overrides, plan, events, attempts, tick, steps)
     try:
         result = launch(env, scenario.deadline_s, {})
@@ -217,6 +226,9 @@ def execute(scenario: Scenario, run_dir: Path, seed: int, progress: Callable[[st
         shutil.rmtree(tmp_dir, ignore_errors=True)
         watchdog.close()
         external.close()
+        left = machine.close()
+        if left:
+            events.write(Leftover([], isolation=left))
         if isinstance(steps, LogSteps | AdapterSteps):
             steps.close()
         events.close()
@@ -244,12 +256,13 @@ def _launch(
     claim = reserve_ports(3)
     try:
         on_gpus = scenario.nodes > 1 and wants_cuda(scenario.config.dist)
+        storage = RunStorage.of(plan, run_dir)
         spec = LaunchSpec(
-            command=launcher_command(scenario, run_dir, claim.ports[0], overrides),
+            command=storage.command(launcher_command(scenario, run_dir, claim.ports[0], overrides)),
             env={**env, **launcher_env(scenario, claim.ports), **env_overrides},
             run_dir=run_dir, deadline_s=deadline_s, run_id=run_dir.name, cwd=run_dir, nodes=scenario.nodes,
             gpu_blocks=tuple(gpu_blocks(visible_gpus(), scenario.node_size)) if on_gpus else (),
-            isolation=Isolation(network=own_network()),
+            isolation=Isolation(tmpfs=storage.tmpfs, network=own_network()),
         )
         launch = Launch(spec, events, attempts, on_line=steps.line if isinstance(steps, LogSteps | AdapterSteps) else None)
         if scenario.nodes > 1:

@@ -149,7 +149,7 @@ class ExternalFaults:
         steps: StepSource, world_size: int | None = None, *, run_dir: Path,
     ):
         self.events, self.attempts, self.run_id, self.steps = events, attempts, run_id, steps
-        self.folder = RunFolder(run_dir)
+        self.run_dir, self.folder = run_dir, RunFolder(run_dir)
         self.world_size = world_size
         """The ranks a signal fault aimed at all of them waits for; the subclasses that fire other kinds
         (node, Slurm) leave it out."""

@@ -10,7 +10,8 @@ it, so the watchdog's read returns then, and it
   monitors, the workers (each in its own session), what the workers started (DataLoader workers, torch's
   multiprocessing helpers), and processes that daemonized or left the launcher's session but kept the
   environment they inherited;
-- removes the run's temporary folder and the port claims no live process holds.
+- removes the run's memory cgroup (chaos/supervise/cgroup.py), its temporary folder and the port claims no
+  live process holds.
 
 A normal end closes the pipe too: the runner has reaped everything by then, and ``close`` waits for the
 watchdog's sweep. Not covered: a process that both scrubbed its environment and left every session of
@@ -27,6 +28,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from chaos.supervise import cgroup
 from chaos.supervise.ports import sweep_claims
 from chaos.supervise.procs import kill_run
 
@@ -63,6 +65,7 @@ def main(run_id: str, tmp_dir: str) -> None:
     with contextlib.suppress(OSError):
         sys.stdin.buffer.read()  # returns when the runner's end of the pipe closes
     killed = kill_run(run_id)
+    cgroup.remove_run(run_id)
     shutil.rmtree(tmp_dir, ignore_errors=True)
     sweep_claims()
     if killed:

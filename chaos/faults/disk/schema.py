@@ -1,0 +1,81 @@
+"""The storage family as a scenario writes it: disk_full, storage_stall."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import Field, model_validator
+
+from chaos.faults.disk import planned as fired
+from chaos.faults.spec import FaultSpec, require_at_step
+
+if TYPE_CHECKING:
+    from trainer.config import TrainerConfig
+
+MIB = 1 << 20
+
+
+class DiskFull(FaultSpec):
+    """The checkpoint disk (a tmpfs of `disk_bytes` for the run) fills up just before the save of `at_step`,
+    which fails with the kernel's ENOSPC part-way; the disk stays full for `duration_s` seconds."""
+
+    type: Literal["disk_full"]
+    planned = fired.DiskFull
+    disk_bytes: int = Field(default=4 * MIB, ge=64 << 10)
+    """The size of the run's checkpoint disk: it must hold the checkpoints the run keeps, and one more in flight."""
+    duration_s: float = Field(default=2.0, gt=0)
+    """How long the disk stays full (the filler is removed then): past the failed save, before the restart's."""
+    path: str = "checkpoints"
+    """The bounded folder, under the run folder: the trainer's checkpoints, or a `command`'s own folder
+    (`{run_dir}/<path>` in its arguments)."""
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> DiskFull:
+        require_at_step(self)
+        if self.rank is not None:
+            raise ValueError("disk_full fills the run's disk, which every rank shares: leave out rank")
+        if not self.path or self.path.startswith("/") or ".." in self.path.split("/"):
+            raise ValueError(f"path: a folder under the run folder, got {self.path!r}")
+        return self
+
+    def _own(self) -> dict[str, Any]:
+        return {**super()._own(), "ranks": None, "target": "launcher"}
+
+
+class StorageStall(FaultSpec):
+    """The checkpoint storage (served through a FUSE file system of the run) stops answering for `stall_s`
+    seconds from inside the save of `at_step`: every system call on it blocks until then."""
+
+    type: Literal["storage_stall"]
+    planned = fired.StorageStall
+    rank: int | None = Field(default=0, ge=0)
+    stall_s: float = Field(gt=0)
+    store_bytes: int = Field(default=64 * MIB, ge=MIB)
+    """The tmpfs the server keeps the checkpoints on."""
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> StorageStall:
+        require_at_step(self)
+        return self
+
+
+def checkpoint_floor(cfg: TrainerConfig) -> int:
+    """The fewest bytes one checkpoint of this model takes: its fp32 weights, and AdamW's two moments of each
+    (the DCP files; their metadata, the ranks' own state and the manifest come on top)."""
+    m = cfg.model
+    h, f, layers = m.hidden_size, m.ffn_hidden_size or 4 * m.hidden_size, m.num_layers
+    block = 4 * h + (3 * h * h + 3 * h) + (h * h + h) + (h * f + f) + (f * h + h)
+    params = m.vocab_size * h + m.seq_length * h + layers * block + 2 * h
+    return params * 4 * (3 if cfg.optimizer.optimizer == "adam" else 1)
+
+
+def scenario_problems(fault: DiskFull | StorageStall, cfg: TrainerConfig, command: bool, deadline_s: float) -> Iterator[str]:
+    """The rules of a storage fault that need the whole scenario (its fields named under the fault)."""
+    if isinstance(fault, StorageStall):
+        if command:
+            yield "type: storage_stall stops the storage from inside our trainer's save; a command has no injector"
+        if fault.stall_s >= deadline_s:
+            yield f"stall_s: {fault.stall_s:g} is not shorter than deadline_s ({deadline_s:g})"
+    elif not command and fault.disk_bytes < (floor := checkpoint_floor(cfg)):
+        yield f"disk_bytes: {fault.disk_bytes} cannot hold one checkpoint of this model (at least {floor} bytes)"
