@@ -8,6 +8,7 @@ from __future__ import annotations
 from chaos.faults.checkpoint.planned import CheckpointCorrupt, FaultDuringCheckpoint, LocalCheckpointLost
 from chaos.faults.collective.planned import CollectiveHang
 from chaos.faults.disk.planned import StorageStall
+from chaos.faults.gpu.planned import GpuOom
 from chaos.faults.in_rank import RankFault
 from chaos.faults.loss.planned import NanLoss, SpikyLoss
 from chaos.faults.memory.planned import HostOom
@@ -18,6 +19,6 @@ from chaos.faults.slow.planned import SlowRank
 RANK_FAULTS: tuple[type[RankFault], ...] = (
     RankKilled, RankHung, ExceptionFault, CollectiveHang, FaultDuringCheckpoint, CheckpointCorrupt, SlowRank,
     NanLoss, SpikyLoss, LocalCheckpointLost, StorageStall, HostOom,
-    Segfault, Abort, GilDeadlock,
+    Segfault, Abort, GilDeadlock, GpuOom,
 )
 """Every kind the injector fires (the plan's other kinds are the supervisor's)."""

@@ -9,6 +9,7 @@ from pydantic import Field
 from chaos.faults.checkpoint.schema import CheckpointCorrupt, FaultDuringCheckpoint, LocalCheckpointLost
 from chaos.faults.collective.schema import CollectiveHang
 from chaos.faults.disk.schema import DiskFull, StorageStall
+from chaos.faults.gpu.schema import GpuOom
 from chaos.faults.loss.schema import NanLoss, SpikyLoss
 from chaos.faults.memory.schema import HostOom
 from chaos.faults.native.schema import Abort, GilDeadlock, Segfault
@@ -22,7 +23,7 @@ FAULT_KINDS = (
     RankHung, RankKilled, RandomFault, ExceptionFault, CollectiveHang, FaultDuringCheckpoint, CheckpointCorrupt,
     Sigterm, Sigkill, Sigstop, DutyCycle, SlowRank, NanLoss, SpikyLoss, NodeKilled, NodeHung, NodeRejoin,
     SlurmKillStep, SlurmRequeue, LocalCheckpointLost, DiskFull, StorageStall, HostOom,
-    Segfault, Abort, GilDeadlock,
+    Segfault, Abort, GilDeadlock, GpuOom,
 )
 """Every fault kind a scenario may name (in this order in error messages)."""
 

@@ -27,6 +27,8 @@ class FaultSpec(Strict):
 
     planned: ClassVar[type[PlannedFault]]
     """The kind as planned and fired: its class on the side that fires it."""
+    requires: ClassVar[str | None] = None
+    """The scenario's `requires` the kind needs (gpu: a CUDA device), or None: any."""
 
     @model_validator(mode="after")
     def _one_trigger(self) -> FaultSpec:

@@ -314,6 +314,8 @@ class Scenario(Strict):
                     yield f"faults[{i}].ranks: {r} is outside the world (world_size {world})"
             if fault.type != "random" and fault.rank is None and fault.planned.side is Side.RANK:
                 yield f"faults[{i}].rank: required for {fault.type} (only random may leave it out)"
+            if fault.requires is not None and self.requires != fault.requires:
+                yield f"faults[{i}].type: {fault.type} needs requires: {fault.requires} (the scenario says {self.requires})"
             if fault.at_step is not None and self.command is None and fault.at_step > iters:
                 yield f"faults[{i}].at_step: {fault.at_step} is past train.train_iters ({iters})"
             if fault.type == "fault_during_checkpoint" and fault.at_step:

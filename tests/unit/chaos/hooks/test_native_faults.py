@@ -1,5 +1,5 @@
 """Native faults fired by the injector in a forked child: the real signal of a C crash, and a C deadlock that
-holds the GIL (no Python thread or signal handler of the process runs again; only SIGKILL ends it)."""
+holds the GIL (no Python thread or signal handler of the process runs again; only SIGKILL ends it); gpu_oom."""
 
 from __future__ import annotations
 
@@ -19,12 +19,14 @@ from runlog.log import EventLog
 from runlog.reader import read_events
 from trainer.components import TrainContext
 
+CPU = torch.device("cpu")
 
-def armed(tmp_path: Path, make_scenario, fault: dict) -> FaultInjector:
+
+def armed(tmp_path: Path, make_scenario, fault: dict, device: torch.device = CPU, **scenario) -> FaultInjector:
     plan = tmp_path / "plan.json"
-    write_plan(plan, plan_faults(make_scenario(faults=[fault]), seed=0))
+    write_plan(plan, plan_faults(make_scenario(faults=[fault], **scenario), seed=0))
     injector = FaultInjector(plan, EventLog(tmp_path, "rank-1", rank=1, attempt=0, node="here"))
-    injector.on_train_start(TrainContext(rank=1, world_size=2, local_rank=1, device=torch.device("cpu"),
+    injector.on_train_start(TrainContext(rank=1, world_size=2, local_rank=1, device=device,
                                          backend="gloo", microbatches=1, async_saves=False), 0)
     return injector
 
@@ -95,3 +97,19 @@ def test_a_gil_deadlock_stops_every_thread_and_handler_of_the_rank_until_sigkill
         os.kill(pid, signal.SIGKILL)
     assert wait(pid) == -signal.SIGKILL
     assert [e["fault"] for e in read_events(tmp_path) if e["event"] == "fault_injected"] == ["gil_deadlock"]
+
+
+def test_a_gpu_oom_on_a_rank_without_a_gpu_is_missed_with_its_reason(tmp_path, make_scenario) -> None:
+    injector = armed(tmp_path, make_scenario, {"type": "gpu_oom", "rank": 1, "at_step": 2}, requires="gpu")
+    injector.before_step(2)
+    (missed,) = [e for e in read_events(tmp_path) if e["event"] in ("fault_missed", "fault_injected")]
+    assert (missed["event"], missed["reason"]) == ("fault_missed", "the rank computes on cpu, not a CUDA device")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="requires: a CUDA device")
+def test_a_gpu_oom_is_the_allocators_own_error(tmp_path, make_scenario) -> None:
+    injector = armed(tmp_path, make_scenario, {"type": "gpu_oom", "rank": 1, "at_step": 2}, requires="gpu",
+                     device=torch.device("cuda", 0))
+    with pytest.raises(torch.cuda.OutOfMemoryError):
+        injector.before_step(2)
+    assert [e["fault"] for e in read_events(tmp_path) if e["event"] == "fault_injected"] == ["gpu_oom"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from chaos.faults.gpu.planned import GpuOom
 from chaos.faults.native.planned import Abort, GilDeadlock, Segfault
 from chaos.schema.scenario import ScenarioError, plan_faults
 
@@ -22,3 +23,12 @@ def test_a_gil_deadlock_takes_a_step_and_a_rank(make_scenario) -> None:
         make_scenario(faults=[{"type": "gil_deadlock", "rank": 1, "after_s": 1}])
     with pytest.raises(ScenarioError, match=r"^t.yaml: faults\[0\]\.rank: required for segfault"):
         make_scenario(faults=[{"type": "segfault", "at_step": 3}])
+
+
+def test_a_gpu_oom_needs_a_gpu_scenario_and_a_step(make_scenario) -> None:
+    (oom,) = plan_faults(make_scenario(requires="gpu", faults=[{"type": "gpu_oom", "rank": 0, "at_step": 3}]), 0)
+    assert isinstance(oom, GpuOom)
+    with pytest.raises(ScenarioError, match=r"^t.yaml: faults\[0\]\.type: gpu_oom needs requires: gpu \(the scenario says any\)$"):
+        make_scenario(faults=[{"type": "gpu_oom", "rank": 0, "at_step": 3}])
+    with pytest.raises(ScenarioError, match=r"faults\[0\]: gpu_oom fires at a step"):
+        make_scenario(requires="gpu", faults=[{"type": "gpu_oom", "rank": 0, "after_s": 1}])
