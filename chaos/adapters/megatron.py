@@ -30,7 +30,9 @@ Formats, read in megatron-core ``core_v0.19.0`` and Megatron-Bridge ``v0.6.0`` (
   to stdout and to stderr (one fault, two lines); Megatron-Core's ``setup_fault_injection``
   (``megatron/core/fault_injector.py``) logs ``[ts] FAULT INJECTION: Rank {r} will inject fault {NAME} at
   {ts}``, the moment NVRx's ``dispatch_fault_injection`` fires it; NVRx's ``inject_fault`` then logs
-  ``sending signal=<Signals.NAME: n> to pid=P`` as it sends it.
+  ``sending signal=<Signals.NAME: n> to pid=P`` as it sends it. The rerun state machine's own
+  ``RerunErrorInjector`` (``--error-injection-rate``) logs ``Injecting error type {kind}`` as it corrupts
+  a step's result: Megatron's fault, which the runner's accounting counts as injected.
 - FT (``megatron/training/ft_integration.py``, Bridge's ``fault_tolerance.py``): ``FT: initialized.
   Timeouts={SectionTimeouts|HeartbeatTimeouts}(...)`` (NVRx's ``__str__``), the timeouts an attempt starts
   with, after ``FT: loaded timeouts from .../ft_state.json``.
@@ -223,6 +225,8 @@ class MegatronLog:
             planned, self._planned = self._planned, None
             return [] if planned is None else [replace(
                 planned, line=self.line_no, wall=wall, fields={**planned.fields, "iteration": self.last_step})]
+        if m := lines.RERUN_INJECTED.search(line):  # the rerun state machine's own injector: Megatron's fault
+            return [self._record("fault_injected", wall, fault="rerun_error_injection", detail=m["kind"], iteration=self.last_step)]
         m = lines.SIMULATED.search(line) or lines.INJECTOR.search(line)
         if m is None:
             return None

@@ -22,6 +22,8 @@ LOAD_BEGIN = re.compile(r"loading (?:distributed )?checkpoint from (?P<path>\S+)
 LOAD_END = re.compile(r"successfully loaded checkpoint from (?P<path>\S+) .*?at iteration (?P<iteration>\d+)")
 SIMULATED = re.compile(r"FT: Simulating fault: (?P<fault>\w+); rank to fail: (?P<rank>\d+)")
 INJECTOR = re.compile(rf"FAULT INJECTION: Rank (?P<rank>\d+) will inject fault (?P<fault>\w+) at (?P<at>{STAMP})")
+RERUN_INJECTED = re.compile(r"rerun_state_machine:Injecting error type (?P<kind>.+?)\s*$")
+"""Megatron-Core's RerunErrorInjector (--error-injection-rate/-type) corrupting this step's result."""
 INJECTED = re.compile(r"inject_fault:sending signal=<Signals\.(?P<signal>\w+): \d+> to pid=\d+")
 SIGNAL_SEEN = re.compile(r"Received signal (?P<signum>\d+), initiating graceful stop")
 FT_TIMEOUTS = re.compile(r"FT: initialized\. Timeouts=(?P<kind>SectionTimeouts|HeartbeatTimeouts)\((?P<body>.*)\)\s*$")

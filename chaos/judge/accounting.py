@@ -163,11 +163,16 @@ def _explain(signs: list[Failure], faults: list[Event], events: list[Event]) -> 
     own = [f for f in faults if f["attempt"] == failure.attempt and f["mono"] <= failure.mono + FAULT_SLACK_S]
     if own:
         struck = next((s for s in signs if s.rank is not None and s.rank == own[-1].get("target_rank")), failure)
-        return _with(struck, own[-1]["fault_id"], recovery=False)
+        return _with(struck, _fault_id(own[-1]), recovery=False)
     earlier = [f for f in faults if f["attempt"] < failure.attempt and f["mono"] <= failure.mono]
     if earlier and _started(failure.attempt, events):
-        return _with(failure, earlier[-1]["fault_id"], recovery=True)
+        return _with(failure, _fault_id(earlier[-1]), recovery=True)
     return failure
+
+
+def _fault_id(fault: Event) -> str:
+    """A planned fault's id; a fault a foreign trainer's own injector announced (Megatron's) has none: its kind."""
+    return str(fault.get("fault_id") or fault["fault"])
 
 
 def _with(failure: Failure, fault_id: str, recovery: bool) -> Failure:
