@@ -6,6 +6,7 @@ they share one environment, SHARED_ENV, built by the first of them and reused by
 one per session and cannot share them, so these sessions are `venv_backend="none"` and run in SHARED_ENV
 themselves; lint (ruff alone) and gpu (on the machine's CUDA torch) keep nox's own."""
 
+import ctypes.util
 import hashlib
 import os
 import sys
@@ -35,6 +36,7 @@ def install_project(session: nox.Session) -> None:
     python = SHARED_ENV / "bin" / "python"
     if not python.exists():
         session.run_install(sys.executable, "-m", "venv", str(SHARED_ENV))
+    install_libfuse(session)
     stamp = SHARED_ENV / "chaos-installed.sha256"
     wanted = hashlib.sha256((CPU_TORCH + Path("pyproject.toml").read_text()).encode()).hexdigest()
     if stamp.is_file() and stamp.read_text() == wanted:
@@ -43,6 +45,15 @@ def install_project(session: nox.Session) -> None:
     session.run_install(str(python), "-m", "pip", "install", CPU_TORCH)
     session.run_install(str(python), "-m", "pip", "install", "-e", ".[test]")
     stamp.write_text(wanted)
+
+
+def install_libfuse(session: nox.Session) -> None:
+    """libfuse 2, which fusepy loads for storage_stall's FUSE server, from Debian's packages when root and it is
+    missing (elsewhere that scenario skips, naming it); a look-up of milliseconds when it is there."""
+    if os.geteuid() != 0 or ctypes.util.find_library("fuse") or not Path("/usr/bin/apt-get").exists():
+        return
+    session.run_install("apt-get", "update", "-qq", external=True)
+    session.run_install("apt-get", "install", "-y", "-qq", "libfuse2", external=True, env={"DEBIAN_FRONTEND": "noninteractive"})
 
 
 def run(session: nox.Session, program: str, *args: str) -> None:
