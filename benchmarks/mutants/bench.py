@@ -100,11 +100,14 @@ def run_explore(root: Path, mutant: Mutant, budget: str, out: Path) -> dict[str,
 
 
 def warm_baselines(out: Path) -> None:
-    """The bases' fault-free runs by the unmutated trainer, into this checkout's cache."""
-    for base in sorted(BASES.glob("*.yaml")):
-        proc = chaos(ROOT, "run", str(base), "--out", str(out), timeout=600)
-        if proc.returncode:
-            raise SystemExit(f"mutants: the unmutated base {base.name} fails: {proc.stdout.strip().splitlines()[-3:]}")
+    """The bases' fault-free runs by the unmutated trainer (the committed tree), into this checkout's cache."""
+    with tempfile.TemporaryDirectory(prefix="mutant-none-") as tmp:
+        root = project_copy(None, Path(tmp))
+        for base in sorted(BASES.glob("*.yaml")):
+            proc = chaos(root, "run", str(root / base.relative_to(ROOT)), "--out", str(out), timeout=600)
+            if proc.returncode:
+                said = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
+                raise SystemExit(f"mutants: the unmutated base {base.name} fails (exit {proc.returncode}): {said}")
 
 
 def bench(mutant: Mutant, budget: str, out: Path) -> MutantResult:
