@@ -12,7 +12,8 @@ events/accounting.jsonl, written anew at each judging), and reads them never.
 
 The rules:
 - An attempt *failed* when a worker of it exited non-zero or of a signal, a rank of it exited on an error,
-  an in-process restart aborted it, the launcher exited non-zero in it, or the deadline killed it. The
+  an in-process restart aborted it, the launcher restarted after it or exited non-zero in it, or the
+  deadline killed it. The
   first such sign is its failure (the struck rank's own, when a fault explains it); its peers' reactions
   are part of it.
 - A failure is *explained* by a fault injected in the same attempt no later than the failure, or by an
@@ -70,7 +71,7 @@ class Failure:
     exit_code: int | None
     signal: str | None
     how: str
-    """What showed the failure: worker_failed, exit, inprocess_abort, launcher_exit, deadline."""
+    """What showed the failure: worker_failed, exit, inprocess_abort, restart, launcher_exit, deadline."""
     mono: float
     wall: float
     cause: str
@@ -144,10 +145,13 @@ def _failure(e: Event, logs: Mapping[str, str]) -> Failure | None:
         return None
     if name == names.WORKER_FAILED:
         code = e.get("exitcode")
-        sig = _signal_name(code)
+        sig = signal_name(code)
         # A worker killed by a signal printed nothing of it: what it printed last was a peer's reaction.
         cause = f"killed by {sig}" if sig else _log_cause(logs.get(e.get("node") or "", logs.get("", "")), e.get("line", ""))
         return Failure(e["attempt"], e.get("local_rank"), code, sig, name, e["mono"], e.get("wall", 0.0), cause or e.get("line", ""))
+    if name == names.RESTART:  # a restart that no other sign of its attempt announced
+        cause = f"the launcher restarted the worker group: {e.get('line', '')}".rstrip(": ")
+        return Failure(e["attempt"] - 1, None, None, None, name, e["mono"], e.get("wall", 0.0), cause)
     if name == names.LAUNCHER_EXIT and e.get("code") not in (0, None):
         return Failure(e["attempt"], None, e["code"], None, name, e["mono"], e.get("wall", 0.0), f"the launcher exited {e['code']}")
     if name == names.DEADLINE:
@@ -215,7 +219,7 @@ def _trigger(planned: Mapping[str, Any]) -> str:
     return "its trigger"
 
 
-def _signal_name(code: int | None) -> str | None:
+def signal_name(code: int | None) -> str | None:
     """The signal a negative exit code stands for (-9: SIGKILL), as the launcher reports a worker's death."""
     if code is None or code >= 0:
         return None

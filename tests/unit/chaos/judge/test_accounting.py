@@ -115,3 +115,10 @@ def test_the_accounting_is_written_into_the_run_log_and_never_read_back_as_a_fai
     assert account(events + on_disk, [KILL], {"": CLASH_LOG}) == accounting  # judging again gives the same
     record_accounting(tmp_path, account([], [], {}), [])  # a clean judging leaves no stale findings
     assert read_events(tmp_path) == []
+
+
+def test_a_restart_no_other_sign_announced_is_its_attempts_failure(event):
+    """ft_launcher restarted the group and nothing else of attempt 0 said why: still a failure to account for."""
+    events = [event("run_start", 0.5), event("restart", 2.0, rank=-1, attempt=1, attempts_left=2, line="Worker group FAILED")]
+    (failure,) = account(events, [], {"": ""}).unexplained
+    assert (failure.attempt, failure.how, failure.cause) == (0, "restart", "the launcher restarted the worker group: Worker group FAILED")
