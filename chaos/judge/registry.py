@@ -74,6 +74,7 @@ EXPECTATIONS: dict[str, Expectation] = {
     "slurm_exit_code": _equal("slurm_exit_code", "the job's exit code as Slurm records it, code:signal"),
     "resume_source": _equal("resume_source", "what the first restart after the fault resumed from"),
     "timeout_won": _equal("timeout_won", "which timeout acted first on the fault"),
+    "worker_signal": _equal("worker_signal", "the signal the first worker killed by one after the fault died of"),
 }
 """Every `expect:` field judged against a metric, in the order verdicts are listed."""
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chaos.judge.accounting import signal_name
 from runlog import names
 from runlog.reader import read_events
 
@@ -133,6 +134,8 @@ class Metrics:
     resume_source: str | None = None
     """What the first later attempt after the fault resumed from: local, persistent or none."""
     timeout_won: str | None = None
+    worker_signal: str | None = None
+    """The signal the first worker that died of one after the fault died of (the launcher's exitcode -N)."""
     """Which timeout acted first on the fault: nccl_watchdog, inprocess or ft_launcher (None: none did)."""
     pitfalls: list[str] = field(default_factory=list)
     """The resiliency card's pitfalls the ranks reported (``pitfall`` events), sorted."""
@@ -379,6 +382,8 @@ def _fault_metrics(events: list[Event], at: int) -> dict[str, Any]:
         "lost_steps": None if resumed is None else reached - resumed,
         "resume_source": _resume_source(later),
         "timeout_won": None if first_timeout is None else TIMEOUTS[first_timeout["event"]],
+        "worker_signal": next((signal_name(e["exitcode"]) for e in events[at + 1 :]
+                               if e["event"] == names.WORKER_FAILED and e["exitcode"] < 0), None),
     }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag, model_validator
@@ -75,6 +76,7 @@ BaselineSpec = Annotated[
 
 
 PitfallName = Literal[tuple(pitfalls.CARD)]  # type: ignore[valid-type]
+SignalName = Literal[tuple(s.name for s in signal.Signals)]  # type: ignore[valid-type]
 """A pitfall of the resiliency card (runlog/pitfalls.py)."""
 
 HARNESS_FIELDS = ("pitfalls", "killed_at_deadline", "failures_not_injected")
@@ -147,6 +149,9 @@ class Expect(Strict):
     """What the first restart after the fault resumed from: an NVRx local checkpoint, a persistent one, or none."""
     timeout_won: Literal["nccl_watchdog", "inprocess", "ft_launcher"] | None = None
     """Which timeout acted first on the fault: PyTorch's NCCL watchdog, NVRx's in-process restart, or ft_launcher's rank monitor."""
+    worker_signal: SignalName | None = None
+    """The signal the first worker that died of one after the fault died of, as the launcher reports it
+    (exitcode -11: SIGSEGV; -6: SIGABRT; -9: SIGKILL)."""
     pitfalls: list[PitfallName] | None = None
     """The resiliency card's pitfalls the run must show, exactly (a harness verdict: left out, it wants none)."""
     killed_at_deadline: bool | None = None

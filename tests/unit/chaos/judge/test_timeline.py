@@ -64,6 +64,14 @@ def test_rank_killed_metrics():
     assert m.attempt_starts == (100.5, 103.0)
 
 
+def test_the_signal_a_worker_died_of_after_the_fault_is_named() -> None:
+    assert compute_metrics(rank_killed_story()).worker_signal == "SIGKILL"
+    segv = [{**e, "exitcode": -11} if e["event"] == "worker_failed" else e for e in rank_killed_story()]
+    assert compute_metrics(segv).worker_signal == "SIGSEGV"
+    exited = [{**e, "exitcode": 1} if e["event"] == "worker_failed" else e for e in rank_killed_story()]
+    assert compute_metrics(exited).worker_signal is None
+
+
 def test_final_lineage_losses_take_the_latest_attempt():
     losses = compute_metrics(rank_killed_story()).losses
     assert list(losses) == list(range(1, 13))
