@@ -1,10 +1,10 @@
 """Sessions: `nox` (lint + tests), `nox -s unit`, `nox -s functional -- --scenario NAME`, `nox -s lint`, `nox -s bench`,
 `nox -s slurm` (the Slurm jobs on a real one-host Slurm; root).
 
-unit, functional, tests, slurm and bench need the same packages (torch, nvidia-resiliency-ext, the project), so
-they share one environment, SHARED_ENV, built by the first of them and reused by every later call. nox makes
-one per session and cannot share them, so these sessions are `venv_backend="none"` and run in SHARED_ENV
-themselves; lint (ruff alone) and gpu (on the machine's CUDA torch) keep nox's own."""
+unit, functional, tests, slurm, bench and explore need the same packages (torch, nvidia-resiliency-ext, the
+project), so they share one environment, SHARED_ENV, built by the first of them and reused by every later
+call. nox makes one per session and cannot share them, so these sessions are `venv_backend="none"` and run
+in SHARED_ENV themselves; lint (ruff alone) and gpu (on the machine's CUDA torch) keep nox's own."""
 
 import ctypes.util
 import hashlib
@@ -132,9 +132,9 @@ def gpu(session: nox.Session) -> None:
     session.run("bash", "tools/gpu-suite.sh", "chaos-runs/gpu", "--", *session.posargs, external=True)
 
 
-@nox.session
+@nox.session(venv_backend="none")
 def explore(session: nox.Session) -> None:
     """`-- BASE.yaml --budget 10m [--seed S] [--out DIR] [--faults a,b]`: chaos explore searches fault schedules from
     a base scenario and shrinks what breaks an invariant to a scenario file (docs/explore.md)."""
     install_project(session)
-    session.run("python", "-m", "chaos", "explore", *session.posargs)
+    run(session, "python", "-m", "chaos", "explore", *session.posargs)

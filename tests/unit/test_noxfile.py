@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 NOX = shutil.which("nox")
-SHARED = ("unit", "functional", "slurm", "bench", "tests")
+SHARED = ("unit", "functional", "slurm", "bench", "explore", "tests")
 """The sessions that need torch, NVRx and the project."""
 
 pytestmark = pytest.mark.skipif(NOX is None, reason="nox is not on PATH (python3 -m pip install nox)")
