@@ -37,11 +37,11 @@ class Mutant:
 
 
 MUTANTS = (
-    Mutant("resume_late", "resume one iteration late (the iteration counter +1 at load)", "trainer/loop.py",
-           'self.iteration = int(state["iteration"])', 'self.iteration = int(state["iteration"]) + 1',
+    Mutant("resume_late", "resume one iteration late (the persistent load returns its iteration + 1)", "trainer/checkpoint.py",
+           "time.monotonic() - t0))\n        return iteration\n", "time.monotonic() - t0))\n        return iteration + 1\n",
            ("rank_killed",), "mutant_sync"),
-    Mutant("resume_early", "resume one iteration early (the iteration counter -1 at load)", "trainer/loop.py",
-           'self.iteration = int(state["iteration"])', 'self.iteration = int(state["iteration"]) - 1',
+    Mutant("resume_early", "resume one iteration early (the persistent load returns its iteration - 1)", "trainer/checkpoint.py",
+           "time.monotonic() - t0))\n        return iteration\n", "time.monotonic() - t0))\n        return iteration - 1\n",
            ("rank_killed",), "mutant_sync"),
     Mutant("data_position_not_saved", "the data position is not saved (a resume reads the first batches again)",
            "trainer/loop.py", '"data": self.sampler.state_dict(),', '"data": {"consumed_samples": 0},',
