@@ -149,7 +149,7 @@ def _failure(e: Event, logs: Mapping[str, str]) -> Failure | None:
         # A worker killed by a signal printed nothing of it: what it printed last was a peer's reaction.
         cause = f"killed by {sig}" if sig else _log_cause(logs.get(e.get("node") or "", logs.get("", "")), e.get("line", ""))
         return Failure(e["attempt"], e.get("local_rank"), code, sig, name, e["mono"], e.get("wall", 0.0), cause or e.get("line", ""))
-    if name == names.RESTART:  # a restart that no other sign of its attempt announced
+    if name == names.RESTART and e["attempt"] > 0:  # a launcher's restart into this attempt, unannounced before
         cause = f"the launcher restarted the worker group: {e.get('line', '')}".rstrip(": ")
         return Failure(e["attempt"] - 1, None, None, None, name, e["mono"], e.get("wall", 0.0), cause)
     if name == names.LAUNCHER_EXIT and e.get("code") not in (0, None):
