@@ -372,31 +372,3 @@ class Leftover(Record):
     pids: list[int]
     isolation: list[str] | None = optional()
     """The run's namespaces (or links) still there after it, each with what holds it."""
-
-
-@dataclass(frozen=True)
-class UnexplainedFailure(Record):
-    """An attempt that did not complete and that no injected fault explains (chaos/judge/accounting.py):
-    written by the runner when the run ends, with the cause quoted from the rank's or the launcher's log."""
-
-    event = names.UNEXPLAINED_FAILURE
-    failed_rank: int | None
-    exit_code: int | None
-    signal: str | None
-    how: str
-    """What showed it: worker_failed, exit, inprocess_abort, launcher_exit, deadline."""
-    cause: str
-    attempt: int | None = optional()
-    """The attempt that failed (the runner's own attempt may have moved on)."""
-
-
-@dataclass(frozen=True)
-class FaultNeverDue(Record):
-    """A planned fault that never fired: its attempt, or the run, ended before its trigger."""
-
-    event = names.FAULT_NEVER_DUE
-    fault: str
-    fault_id: str
-    reason: str
-    attempt: int | None = optional()
-    """The attempt the fault was planned for."""

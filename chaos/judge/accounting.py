@@ -38,7 +38,7 @@ from typing import Any
 from runlog import names
 from runlog.layout import RunFolder
 from runlog.log import EventLog
-from runlog.records import FaultNeverDue, UnexplainedFailure
+from runlog.judge_records import FaultNeverDue, UnexplainedFailure
 
 Event = dict[str, Any]
 
