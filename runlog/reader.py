@@ -44,6 +44,7 @@ NEEDED: dict[str, dict[str, str]] = {
     names.CHECKPOINT_SAVE_END: {"iteration": "int"},
     names.CHECKPOINT_LOAD: {"iteration": "int"},
     names.CHECKPOINT_CORRUPT: {"path": "str"},
+    names.LINK_RESTORED: {"fault_id": "str", "target_node": "str"},
     names.INPROCESS_START: {"inprocess_iteration": "int"},
     names.SIGNAL_SENT: {"signal": "str"},
     names.LEFTOVER: {"pids": "list"},

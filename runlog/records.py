@@ -178,6 +178,16 @@ class FaultInjected(Record):
 
 
 @dataclass(frozen=True)
+class LinkRestored(Record):
+    """A network fault's `duration_s` is over: `target_node`'s link is as it was before the fault."""
+
+    event = names.LINK_RESTORED
+    fault: str
+    fault_id: str
+    target_node: str
+
+
+@dataclass(frozen=True)
 class FaultMissed(Record):
     """A fault that came due and found nothing to strike (no process of its rank, no checkpoint to
     corrupt): it was not injected, and the run fails (written instead of its fault_injected)."""

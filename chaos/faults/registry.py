@@ -13,6 +13,7 @@ from chaos.faults.gpu.schema import GpuOom
 from chaos.faults.loss.schema import NanLoss, SpikyLoss
 from chaos.faults.memory.schema import HostOom
 from chaos.faults.native.schema import Abort, GilDeadlock, Segfault
+from chaos.faults.network.schema import NetworkDegraded, NetworkPartition
 from chaos.faults.nodes.schema import NodeHung, NodeKilled, NodeRejoin
 from chaos.faults.process.schema import ExceptionFault, RandomFault, RankHung, RankKilled
 from chaos.faults.signals.schema import DutyCycle, Sigkill, Sigstop, Sigterm
@@ -23,7 +24,7 @@ FAULT_KINDS = (
     RankHung, RankKilled, RandomFault, ExceptionFault, CollectiveHang, FaultDuringCheckpoint, CheckpointCorrupt,
     Sigterm, Sigkill, Sigstop, DutyCycle, SlowRank, NanLoss, SpikyLoss, NodeKilled, NodeHung, NodeRejoin,
     SlurmKillStep, SlurmRequeue, LocalCheckpointLost, DiskFull, StorageStall, HostOom,
-    Segfault, Abort, GilDeadlock, GpuOom,
+    Segfault, Abort, GilDeadlock, NetworkPartition, NetworkDegraded, GpuOom,
 )
 """Every fault kind a scenario may name (in this order in error messages)."""
 

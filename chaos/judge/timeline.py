@@ -29,7 +29,7 @@ _RANK0_MARKS = frozenset(
     {names.RUN_START, names.RESUME, names.CHECKPOINT_SAVE_END, names.CHECKPOINT_LOAD, names.CHECKPOINT_CORRUPT, names.FT_TIMEOUTS}
 )
 _ANY_MARKS = frozenset(
-    {names.LAUNCH, names.FAULT_INJECTED, names.FAULT_MISSED, names.SIGNAL_SENT, names.LAUNCHER_EXIT, names.LEFTOVER, names.DEADLINE, names.AGENT_START, names.AGENT_EXIT,
+    {names.LAUNCH, names.FAULT_INJECTED, names.LINK_RESTORED, names.FAULT_MISSED, names.SIGNAL_SENT, names.LAUNCHER_EXIT, names.LEFTOVER, names.DEADLINE, names.AGENT_START, names.AGENT_EXIT,
      names.SLURM_JOB, names.UNEXPLAINED_FAILURE, names.FAULT_NEVER_DUE}
     | RUNNER_DETECTIONS
     | RANK_DETECTIONS
@@ -88,6 +88,7 @@ class Metrics:
     checkpoints_saved: tuple[int, ...]
     checkpoints_corrupt: tuple[str, ...]
     attempt_starts: tuple[float, ...]
+    slowest_step_s: float | None = None  # rank 0's longest step of the final lineage (None: a step without its time)
     fault_mono: float | None = None
     fault_attempt: int | None = None
     fault_rank: int | None = None
@@ -170,6 +171,7 @@ def compute_metrics(events: Iterable[Event]) -> Metrics:
         completed_steps=max((e["iteration"] for e in ordered if e["event"] == names.STEP), default=0),
         wall_s=wall,
         goodput=useful / wall if wall and useful is not None else None,
+        slowest_step_s=max(times) if times and useful is not None else None,
         losses={i: e["loss"] for i, e in lineage.items()},
         checkpoints_saved=tuple(e["iteration"] for e in ordered if _on_rank0(e, names.CHECKPOINT_SAVE_END)),
         checkpoints_corrupt=tuple(dict.fromkeys(e["path"] for e in ordered if e["event"] == names.CHECKPOINT_CORRUPT)),

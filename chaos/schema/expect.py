@@ -108,6 +108,8 @@ class Expect(Strict):
     time_to_detect_last_s: Limit | None = None
     """time_to_detect of the last fault: with learned timeouts, a second hang is caught sooner."""
     goodput: Limit | None = None
+    slowest_step_s: Limit | None = None
+    """Rank 0's longest step in the run's final lineage: a degraded link or a slow rank stretches it."""
     steps_during_async_save: Limit | None = None
     """Steps rank 0 completed while async saves were in flight (0 for sync saves: training waited)."""
     faults_injected: Limit | None = None

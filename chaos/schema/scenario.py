@@ -28,6 +28,7 @@ from pydantic import (
 from chaos.errors import BadInput
 from chaos.faults.disk import schema as disk
 from chaos.faults.memory import schema as memory
+from chaos.faults.network import schema as network
 from chaos.faults.plan import PlannedFault, Side
 from chaos.faults.registry import Fault
 from chaos.faults.slurm.schema import SlurmRequeue
@@ -324,6 +325,8 @@ class Scenario(Strict):
                 if self.command is None and fault.at_step:
                     yield from self._save_step_problems(f"faults[{i}].at_step", fault.at_step, local=False)
                 yield from (f"faults[{i}].{p}" for p in disk.scenario_problems(fault, cfg, self.command is not None, self.deadline_s))
+            if isinstance(fault, network.NetworkPartition | network.NetworkDegraded):
+                yield from (f"faults[{i}].{p}" for p in network.scenario_problems(fault, self.nodes, self.deadline_s if deadline else None))
             if isinstance(fault, memory.HostOom):
                 yield from (f"faults[{i}].{p}" for p in memory.scenario_problems(self.command is not None))
             if deadline and fault.after_s is not None and fault.after_s >= self.deadline_s:

@@ -26,9 +26,10 @@ reported as a leftover, like a process.
   ``/proc/<holder_pid(node)>/root/<path>`` while the room is open. No fallback: ``start`` raises
   ``IsolationUnavailable`` with the reason (``unavailable()`` says it before a run, for a skip).
 - ``node_networks``: the simulated nodes' names; each gets a network namespace of its own (and the tmpfs
-  mounts, as its local disk) with ``eth0`` at ``address(node)`` (10.77.0.<i+1>/24), joined by a veth to a
-  bridge in a hub namespace of the run. ``set_link(node, up)`` cuts a node off or brings it back,
-  ``shape(node, ...)`` limits its link (the kernel's token bucket, ``tc tbf``: this kernel has no netem).
+  mounts, as its local disk) with two links (``LINKS``): ``eth0`` at ``address(node)`` (10.77.0.<i+1>)
+  for the rendezvous and stores, ``eth1`` (10.78.0.<i+1>) for the collectives, each a veth to a bridge in
+  a hub namespace of the run. ``set_link(node, up)`` cuts a node's data link or brings it back,
+  ``shape(node, ...)`` limits it (the kernel's token bucket, ``tc tbf``: this kernel has no netem).
   No fallback either.
 """
 
@@ -53,7 +54,13 @@ NETWORK_VAR = "CHAOS_NETWORK"
 """``machine``: the runs of this process tree keep the machine's network and their claimed ports (the
 fallback) even where namespaces work, e.g. to reach a worker's port from outside; ``run`` (the default):
 each run its own."""
-SUBNET, NODE_IF, BRIDGE = "10.77.0", "eth0", "br0"
+LINKS = ("control", "data")
+"""A node's two links, as a cluster node has its Ethernet and its training fabric: ``control`` (eth0,
+10.77.0.0/24) carries the rendezvous and the stores, ``data`` (eth1, 10.78.0.0/24) the collectives (gloo
+binds it: GLOO_SOCKET_IFNAME). Each has its own bridge in the hub."""
+SUBNETS = {"control": "10.77.0", "data": "10.78.0"}
+NODE_IFS = {"control": "eth0", "data": "eth1"}
+DATA_IF = NODE_IFS["data"]
 KINDS = ("net", "mnt")
 
 
@@ -89,6 +96,11 @@ class Isolation:
                 raise
             room.mode, room.reason = "ports", str(e)
         return room
+
+
+def node_address(index: int) -> str:
+    """Node `index`'s address on the run's bridge (node 0's is the rendezvous endpoint)."""
+    return f"{SUBNETS['control']}.{index + 1}"
 
 
 def link_tag(run_id: str) -> str:
@@ -141,15 +153,17 @@ def _ip(holder: Holder, *commands: str) -> None:
 
 
 def _wire(room: Room, node: str, index: int) -> None:
-    """Node `index`'s eth0, a veth whose other end is on the hub's bridge."""
-    hub, inside, port = room.hub, room.holders[node], room.port(node)
+    """Node `index`'s links: each a veth whose other end is a port of that link's bridge in the hub."""
+    hub, inside = room.hub, room.holders[node]
     assert hub is not None
-    if index == 0:
-        _ip(hub, f"link add {BRIDGE} type bridge", f"link set {BRIDGE} up")
-    # made straight into the two namespaces: the machine's never has a link of the run
-    _inside(None, ["ip", "link", "add", "name", port, "netns", str(hub.pid), "type", "veth", "peer", "name", NODE_IF, "netns", str(inside.pid)])
-    _ip(hub, f"link set {port} master {BRIDGE}", f"link set {port} up")
-    _ip(inside, f"addr add {SUBNET}.{index + 1}/24 dev {NODE_IF}", f"link set {NODE_IF} up")
+    for link in LINKS:
+        bridge, port, dev = f"br-{link}", room.port(node, link), NODE_IFS[link]
+        if index == 0:
+            _ip(hub, f"link add {bridge} type bridge", f"link set {bridge} up")
+        # made straight into the two namespaces: the machine's never has a link of the run
+        _inside(None, ["ip", "link", "add", "name", port, "netns", str(hub.pid), "type", "veth", "peer", "name", dev, "netns", str(inside.pid)])
+        _ip(hub, f"link set {port} master {bridge}", f"link set {port} up")
+        _ip(inside, f"addr add {SUBNETS[link]}.{index + 1}/24 dev {dev}", f"link set {dev} up")
 
 
 @dataclass
@@ -171,13 +185,11 @@ class Room:
 
     def address(self, node: str) -> str:
         """`node`'s address in its own network (node-networks), else loopback."""
-        if self.mode != "node-networks":
-            return "127.0.0.1"
-        return f"{SUBNET}.{list(self.holders).index(node) + 1}"
+        return node_address(list(self.holders).index(node)) if self.mode == "node-networks" else "127.0.0.1"
 
-    def port(self, node: str) -> str:
-        """The name of `node`'s link on the hub's bridge."""
-        return f"{self.tag}n{list(self.holders).index(node)}"
+    def port(self, node: str, link: str) -> str:
+        """The name of `node`'s port on the hub's bridge of `link`."""
+        return f"{self.tag}{link[0]}{list(self.holders).index(node)}"
 
     def describe(self) -> str:
         """What the launch event records."""
@@ -185,16 +197,16 @@ class Room:
             return "claimed ports" + (f" (no network namespace: {self.reason})" if self.reason else "")
         return "netns" if self.mode == "netns" else f"netns per node ({len(self.holders)}), bridged"
 
-    def set_link(self, node: str, up: bool) -> None:
-        """Cut `node` off from the others (its bridge port down) or connect it again."""
+    def set_link(self, node: str, up: bool, links: tuple[str, ...] = ("data",)) -> None:
+        """Cut `node` off from the others on `links` (its bridge ports down) or connect it again."""
         assert self.hub is not None, "set_link needs node_networks"
-        _ip(self.hub, f"link set {self.port(node)} {'up' if up else 'down'}")
+        _ip(self.hub, *(f"link set {self.port(node, link)} {'up' if up else 'down'}" for link in links))
 
     def shape(self, node: str, rate_kbit: int | None, queue_ms: int = 0) -> None:
-        """Limit `node`'s link both ways to `rate_kbit` (a token bucket whose queue holds `queue_ms` of
+        """Limit `node`'s data link both ways to `rate_kbit` (a token bucket whose queue holds `queue_ms` of
         traffic: packets wait in it, the delay, and what overflows it is dropped, the loss); None lifts it."""
         assert self.hub is not None, "shape needs node_networks"
-        ends = [(self.hub, self.port(node)), (self.holders[node], NODE_IF)]
+        ends = [(self.hub, self.port(node, "data")), (self.holders[node], DATA_IF)]
         for holder, dev in ends:
             if rate_kbit is None:
                 _inside(holder, ["tc", "qdisc", "del", "dev", dev, "root"])

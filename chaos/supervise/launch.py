@@ -28,7 +28,7 @@ from chaos.adapters.launcher import follow
 from chaos.supervise import deathsig
 from chaos.supervise.attempts import AttemptTracker
 from chaos.supervise.deadline import DeadlineClock
-from chaos.supervise.isolation import NODE_IF, Isolation, Room
+from chaos.supervise.isolation import DATA_IF, Isolation, Room
 from chaos.supervise.procs import kill_run, marked_pids, stop_group
 from runlog.env import ATTEMPT_BASE_VAR, NODE_VAR, RUN_ID_VAR, node_name
 from runlog.layout import RunFolder
@@ -140,7 +140,7 @@ class Launch:
             own = room is not None and room.mode == "node-networks"
             command = agent_command(spec.command, is_host=node == node_name(0), local_addr=room.address(node) if own else None)
             if own:
-                env["GLOO_SOCKET_IFNAME"] = NODE_IF  # gloo's address: the node's link, not the hostname's
+                env["GLOO_SOCKET_IFNAME"] = DATA_IF  # gloo's collectives on the node's data link
             if spec.gpu_blocks:
                 index = int(node.removeprefix("node"))
                 env["CUDA_VISIBLE_DEVICES"] = spec.gpu_blocks[node_block(index, len(spec.gpu_blocks))]

@@ -14,7 +14,11 @@ delay into a round) and are delivered from outside, to real processes found by m
 
 - ``node_killed``: SIGKILL to the node's agent and everything it started (rank monitors, workers);
 - ``node_hung``: SIGSTOP to every rank of the node; its agent lives on;
-- ``node_rejoin``: a replacement agent with the lost node's identity joins the next rendezvous round.
+- ``node_rejoin``: a replacement agent with the lost node's identity joins the next rendezvous round;
+- ``network_partition``, ``network_degraded``: the node's data link to the others is cut or limited for the
+  fault's ``duration_s``, then restored (``link_restored``). Such a run gives every node a network of its
+  own, bridged (chaos/supervise/isolation.py, ``node_networks``): each agent runs at its node's address,
+  node 0's is the rendezvous endpoint; the faults act on the data link, which gloo's collectives use.
 
 Hot spares (``spares: k``) are extra agents started once the first round trains: the rendezvous is full,
 so NVRx's rendezvous keeps them on its redundancy list until a round has room for them.
@@ -25,14 +29,17 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+from chaos.faults.network.planned import NetworkFault
+from chaos.faults.network.schema import KINDS as NETWORK_KINDS
 from chaos.faults.outside import Armed, NodeFault
 from chaos.faults.outside_kinds import LOSSES
 from chaos.faults.plan import PlannedFault
+from chaos.supervise.isolation import Room, unavailable
 from chaos.supervise.launch import Launch, LaunchResult
 from chaos.supervise.procs import node_pids, node_ranks
 from chaos.supervise.signals import EventSteps, ExternalFaults
 from runlog.env import node_name
-from runlog.records import FaultInjected
+from runlog.records import FaultInjected, LinkRestored
 
 
 def visible_gpus() -> list[str]:
@@ -49,6 +56,20 @@ def gpu_blocks(gpus: list[str], per_node: int) -> list[str]:
     """The GPUs as CUDA_VISIBLE_DEVICES values of ``per_node`` each: one block per simulated node, since
     every node's ranks count their LOCAL_RANK (their device) from 0, as on separate hosts."""
     return [",".join(gpus[i:i + per_node]) for i in range(0, len(gpus) - per_node + 1, per_node)]
+
+
+def node_networks(plan: list[PlannedFault], nodes: int) -> tuple[str, ...]:
+    """The nodes (spares included) that get a network each: all of them when the plan has a network fault."""
+    wanted = any(isinstance(f, NetworkFault) for f in plan)
+    return tuple(node_name(i) for i in range(nodes)) if wanted else ()
+
+
+def lacks_networks(kinds: set[str]) -> str | None:
+    """Why this machine cannot run network faults (no namespaces, veths or bridge for the nodes), or None."""
+    if not kinds & set(NETWORK_KINDS):
+        return None
+    why = unavailable()
+    return None if why is None else f"{', '.join(sorted(kinds & set(NETWORK_KINDS)))} need a network per node: {why}"
 
 
 def spare_round(faults: list[PlannedFault]) -> int:
@@ -90,6 +111,14 @@ class NodeFaults(ExternalFaults):
         # iteration None: a rejoin fires before its round has a step
         self.events.write(FaultInjected(fault.type, fault.fault_id, f"{node} pids {armed.pids}", seen, target_node=node))
         fault.strike(self, armed.pids)
+        if isinstance(fault, NetworkFault):
+            armed.next_at = now + fault.duration_s
+
+    def _follow_up(self, armed: Armed, now: float) -> None:
+        """A network fault's time is over: its link is restored."""
+        fault, armed.next_at = armed.fault, None
+        fault.heal(self)
+        self.events.write(LinkRestored(fault.type, fault.fault_id, fault.target_node))
 
     def pids(self, node: str, ranks_only: bool) -> list[int] | None:
         if not ranks_only:
@@ -103,6 +132,17 @@ class NodeFaults(ExternalFaults):
     def start(self, node: str) -> None:
         """A replacement agent for `node`, in the round the run is in now."""
         self.launch.start(node, base=self.attempts.launcher())
+
+    def set_link(self, node: str, up: bool) -> None:
+        self._room().set_link(node, up)
+
+    def shape(self, node: str, rate_kbit: int | None, queue_ms: int = 0) -> None:
+        self._room().shape(node, rate_kbit, queue_ms)
+
+    def _room(self) -> Room:
+        room = self.launch.room
+        assert room is not None and room.mode == "node-networks", "a network fault runs with node networks"
+        return room
 
 
 def run_nodes(

@@ -27,10 +27,10 @@ from chaos.schema.command import ft_cfg, ft_section, rank_argv
 from chaos.schema.scenario import Scenario, plan_faults
 from chaos.supervise.attempts import AttemptTracker
 from chaos.supervise.foreign import AdapterSteps
-from chaos.supervise.isolation import NETWORK_VAR, Isolation
+from chaos.supervise.isolation import NETWORK_VAR, Isolation, node_address
 from chaos.supervise.launch import Launch, LaunchResult, LaunchSpec
 from chaos.supervise.machine import RunMachine, lacks
-from chaos.supervise.nodes import gpu_blocks, run_nodes, visible_gpus
+from chaos.supervise.nodes import gpu_blocks, lacks_networks, node_networks, run_nodes, visible_gpus
 from chaos.supervise.ports import reserve_ports, sweep_claims
 from chaos.supervise.progress import ProgressView
 from chaos.supervise.scratch import make_tmp_dir, sweep_tmp_dirs
@@ -56,7 +56,8 @@ def unrunnable(scenario: Scenario, device: str | None) -> str | None:
     or None. The CLI refuses such a run before launching anything; the pytest plugin skips it."""
     if scenario.requires == "slurm":
         return f"{scenario.name} runs as a Slurm job (requires: slurm): nox -s slurm, or python -m chaos run --slurm {scenario.name}"
-    lacking = lacks({fault.type for fault in scenario.faults})
+    kinds = {fault.type for fault in scenario.faults}
+    lacking = lacks(kinds) or lacks_networks(kinds)
     if lacking:
         return f"{scenario.name}: {lacking}"
     missing = [name for name in scenario.needs if not installed(name)]
@@ -92,10 +93,10 @@ def installed(distribution: str) -> bool:
     return True
 
 
-def launcher_command(scenario: Scenario, run_dir: Path, port: int, overrides: list[str]) -> list[str]:
-    """The launcher's command line: c10d rendezvous on a reserved loopback port, then the trainer."""
+def launcher_command(scenario: Scenario, run_dir: Path, port: int, overrides: list[str], host: str = "127.0.0.1") -> list[str]:
+    """The launcher's command line: c10d rendezvous on a reserved port of `host` (node 0's address), then the trainer."""
     common = [
-        "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={run_dir.name}",
+        "--rdzv-backend=c10d", f"--rdzv-endpoint={host}:{port}", f"--rdzv-id={run_dir.name}",
         f"--nnodes={scenario.nodes}", f"--nproc-per-node={scenario.node_size}", f"--max-restarts={scenario.max_restarts}",
         "--monitor-interval=0.1",
     ]
@@ -257,12 +258,14 @@ def _launch(
     try:
         on_gpus = scenario.nodes > 1 and wants_cuda(scenario.config.dist)
         storage = RunStorage.of(plan, run_dir)
+        networks = node_networks(plan, scenario.nodes + scenario.spares)
+        host = node_address(0) if networks else "127.0.0.1"
         spec = LaunchSpec(
-            command=storage.command(launcher_command(scenario, run_dir, claim.ports[0], overrides)),
+            command=storage.command(launcher_command(scenario, run_dir, claim.ports[0], overrides, host)),
             env={**env, **launcher_env(scenario, claim.ports), **env_overrides},
             run_dir=run_dir, deadline_s=deadline_s, run_id=run_dir.name, cwd=run_dir, nodes=scenario.nodes,
             gpu_blocks=tuple(gpu_blocks(visible_gpus(), scenario.node_size)) if on_gpus else (),
-            isolation=Isolation(tmpfs=storage.tmpfs, network=own_network()),
+            isolation=Isolation(tmpfs=storage.tmpfs, network=own_network(), node_networks=networks),
         )
         launch = Launch(spec, events, attempts, on_line=steps.line if isinstance(steps, LogSteps | AdapterSteps) else None)
         if scenario.nodes > 1:

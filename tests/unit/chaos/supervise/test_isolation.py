@@ -106,12 +106,13 @@ SERVE = """
 """
 
 
-def _send(room: Room, nbytes: int, timeout_s: float) -> subprocess.CompletedProcess:
+def _send(room: Room, nbytes: int, timeout_s: float, to: str = "10.78.0.1") -> subprocess.CompletedProcess:
+    """`nbytes` from node 1 to node 0 (its data link's address, or `to`), timed until node 0 has them all."""
     return inside(room, "node1", f"""
         import socket, time
         t = time.monotonic()
         try:
-            c = socket.create_connection(("10.77.0.1", 29400), timeout={timeout_s})
+            c = socket.create_connection(("{to}", 29400), timeout={timeout_s})
             c.sendall(bytes({nbytes})); c.shutdown(socket.SHUT_WR); c.settimeout({timeout_s}); c.recv(1)
             print(f"sent {{time.monotonic() - t:.3f}}")
         except OSError as e:
@@ -129,9 +130,11 @@ def test_node_networks_are_bridged_and_a_link_is_cut_limited_and_restored() -> N
     try:
         assert server.stdout is not None and server.stdout.readline() == "listening\n"
         assert (room.address("node0"), room.address("node1")) == ("10.77.0.1", "10.77.0.2")
-        assert _send(room, 1 << 20, 5).stdout.startswith("sent"), "the bridge joins the nodes"
+        assert _send(room, 1 << 20, 5).stdout.startswith("sent"), "the data bridge joins the nodes"
+        assert _send(room, 1 << 20, 5, to=room.address("node0")).stdout.startswith("sent"), "and the control one"
         room.set_link("node1", up=False)
-        assert _send(room, 1000, 1).stdout.strip() == "failed TimeoutError", "a cut node reaches nobody"
+        assert _send(room, 1000, 1).stdout.strip() == "failed TimeoutError", "a cut data link carries nothing"
+        assert _send(room, 1000, 5, to=room.address("node0")).stdout.startswith("sent"), "the control link lives on"
         room.set_link("node1", up=True)
         room.shape("node1", rate_kbit=4000, queue_ms=200)
         slow = float(_send(room, 1 << 20, 10).stdout.split()[1])
