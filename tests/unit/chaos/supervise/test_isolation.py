@@ -175,3 +175,70 @@ def test_a_user_without_the_privilege_falls_back_and_a_tmpfs_is_refused(tmp_path
     )
     assert done.stdout.splitlines() == ["ports | unshare: Operation not permitted", "refused | unshare: Operation not permitted"], done.stderr
 
+
+
+@needs_namespaces
+def test_a_sigkilled_runner_leaves_no_namespace_behind(tmp_path: Path) -> None:
+    """A stand-in runner opens a room with a tmpfs and node networks, starts an agent inside, and is
+    SIGKILLed: the holders die of their parent-death signal, the agent too, and the kernel removes the
+    namespaces, links and mounts with them."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    code = textwrap.dedent(f"""
+        import os, subprocess, sys
+        sys.path.insert(0, {str(Path(deathsig.__file__).parents[2])!r})
+        from pathlib import Path
+        from chaos.supervise import deathsig
+        from chaos.supervise.isolation import Isolation
+        room = Isolation(tmpfs={{Path({str(disk)!r}): 1 << 20}}, node_networks=("node0", "node1")).start(os.environ, "test-kill")
+        agent = subprocess.Popen(deathsig.wrap(["sleep", "60"], enter=room.holder_pid("node1")), start_new_session=True)
+        inodes = {{ino: kind for h in [*room.holders.values(), room.hub] for kind, ino in h.namespaces.items()}}
+        print(agent.pid, room.tag, repr(inodes), flush=True)
+        agent.wait()
+    """)
+    runner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert runner.stdout is not None
+    pid, tag, shown = runner.stdout.readline().split(" ", 2)
+    inodes = eval(shown)  # noqa: S307 - the dict this test's own child printed
+    assert set(inodes.values()) == {"net", "mnt"} and len(inodes) == 5  # hub net; per node net and mnt
+    runner.kill()
+    runner.wait()
+    end = time.monotonic() + 3
+    while (still_held(inodes) or Path(f"/proc/{pid}").exists()) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert still_held(inodes) == [] and not Path(f"/proc/{pid}").exists()
+    assert links_left(tag) == [] and str(disk) not in Path("/proc/self/mountinfo").read_text()
+
+
+@needs_namespaces
+def test_a_launch_runs_its_agents_in_the_runs_network_and_says_so(tmp_path: Path) -> None:
+    """The stand-in launcher sees only loopback; the launch event names the network; nothing is left."""
+    import uuid
+
+    from chaos.supervise.attempts import AttemptTracker
+    from chaos.supervise.launch import Launch, LaunchSpec
+    from runlog.log import EventLog
+    from runlog.reader import read_events
+
+    show = "import socket; print('links', sorted(n for _, n in socket.if_nameindex()))"
+    spec = LaunchSpec(
+        [sys.executable, "-c", show, "--rdzv-backend=c10d"], env={"PATH": os.environ["PATH"]}, run_dir=tmp_path,
+        deadline_s=30, run_id=f"test-iso-{uuid.uuid4().hex[:8]}", isolation=Isolation(network=True),
+    )
+    attempts = AttemptTracker()
+    events = EventLog(tmp_path, "launcher", rank=-1, attempt=attempts.launcher)
+    launch = Launch(spec, events, attempts)
+    result = launch.wait()
+    events.close()
+    assert (result.exit_code, result.leftovers, result.isolation_left) == (0, [], [])
+    assert "links ['lo']" in (tmp_path / "launcher.log").read_text()
+    launched = next(e for e in read_events(tmp_path) if e["event"] == "launch")
+    assert launched["network"] == "netns"
+
+
+def test_a_namespace_left_by_a_run_fails_processes_reaped() -> None:
+    from chaos.judge.verdicts import harness_verdicts
+
+    left = {"event": "leftover", "pids": [], "isolation": ["net:[4026532000] held by pid 123"], "rank": -1, "attempt": 0}
+    reaped = next(v for v in harness_verdicts([left], 60.0) if v.name == "processes_reaped")
+    assert not reaped.passed and reaped.observed == ["net:[4026532000] held by pid 123"]
