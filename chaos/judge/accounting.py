@@ -21,6 +21,8 @@ The rules:
   ``run_start``, or an observed event of a trainer that writes none of its own): a recovery that failed
   is the stack's failure, judged by the recovery verdicts. An attempt that died before any of its ranks
   started, with no fault of its own, failed of something else (a port, a package, a crash at start-up).
+  A host_oom fault explains only a death the kernel's OOM killer caused: an ``oom_kill`` of the run's
+  cgroup naming its rank (any other SIGKILL of that rank is unexplained); the failure's cause then says so.
 - A planned fault is *never due* when it neither struck (``fault_injected``) nor came due without a
   target (``fault_missed``): its attempt ended, or the run ended, before its trigger.
 """
@@ -165,13 +167,24 @@ def _explain(signs: list[Failure], faults: list[Event], events: list[Event]) -> 
     fault that explains it, if any (the rules in the module's docstring)."""
     failure = signs[0]
     own = [f for f in faults if f["attempt"] == failure.attempt and f["mono"] <= failure.mono + FAULT_SLACK_S]
+    own = [f for f in own if f["fault"] != "host_oom" or _oom_kill(f, events)]
     if own:
         struck = next((s for s in signs if s.rank is not None and s.rank == own[-1].get("target_rank")), failure)
+        if (kill := _oom_kill(own[-1], events)) is not None:
+            struck = dataclasses.replace(struck, cause=f"OOM-killed by the kernel: pid {kill['target']} in {kill['cgroup']}")
         return _with(struck, _fault_id(own[-1]), recovery=False)
     earlier = [f for f in faults if f["attempt"] < failure.attempt and f["mono"] <= failure.mono]
     if earlier and _started(failure.attempt, events):
         return _with(failure, _fault_id(earlier[-1]), recovery=True)
     return failure
+
+
+def _oom_kill(fault: Event, events: list[Event]) -> Event | None:
+    """The kernel's OOM kill of a host_oom fault's rank, after the fault (the runner's oom_kill event)."""
+    if fault["fault"] != "host_oom":
+        return None
+    kills = (e for e in events if e["event"] == names.OOM_KILL and e["mono"] >= fault["mono"])
+    return next((e for e in kills if e.get("target_rank") == fault.get("target_rank")), None)
 
 
 def _fault_id(fault: Event) -> str:

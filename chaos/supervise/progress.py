@@ -13,6 +13,7 @@ SHOWN = {
     names.RUN_START, names.RESUME, names.CHECKPOINT_LOAD, names.CHECKPOINT_CORRUPT, names.CHECKPOINT_SAVE_END, names.STEP,
     names.FAULT_INJECTED, names.SIGNAL_RECEIVED, names.EXIT, names.LAUNCH, names.WORKER_FAILED, names.FT_TIMEOUT, names.RESTART,
     names.SIGNAL_SENT, names.DEADLINE, names.LAUNCHER_EXIT, names.LEFTOVER, names.STRAGGLER_REPORT, names.RERUN,
+    names.CHECKPOINT_SAVE_FAILED, names.OOM_KILL,
 }
 RANK0_ONLY = {names.RUN_START, names.RESUME, names.CHECKPOINT_LOAD, names.CHECKPOINT_SAVE_END, names.STEP}
 DETAIL = ("iteration", "loss", "fault", "target_rank", "reason", "code", "exitcode", "local_rank",
