@@ -307,6 +307,7 @@ class Scenario(Strict):
         deadline = self.checked("deadline_s")
         if sim_rank is not None and not 0 <= sim_rank < world:
             yield f"trainer.ft.simulated_fault_rank: {sim_rank} is outside the world (world_size {world})"
+        kinds = {fault.type for fault in self.faults}
         for i, fault in enumerate(self.faults):
             if fault.rank is not None and fault.rank >= world:
                 yield f"faults[{i}].rank: {fault.rank} is outside the world (world_size {world})"
@@ -324,7 +325,7 @@ class Scenario(Strict):
             if isinstance(fault, disk.DiskFull | disk.StorageStall):
                 if self.command is None and fault.at_step:
                     yield from self._save_step_problems(f"faults[{i}].at_step", fault.at_step, local=False)
-                yield from (f"faults[{i}].{p}" for p in disk.scenario_problems(fault, cfg, self.command is not None, self.deadline_s))
+                yield from (f"faults[{i}].{p}" for p in disk.scenario_problems(fault, cfg, self.command is not None, self.deadline_s, kinds))
             if isinstance(fault, network.NetworkPartition | network.NetworkDegraded):
                 yield from (f"faults[{i}].{p}" for p in network.scenario_problems(fault, self.nodes, self.deadline_s if deadline else None))
             if isinstance(fault, memory.HostOom):

@@ -70,7 +70,8 @@ def lacks(kinds: set[str]) -> str | None:
     if kinds & STORAGE_KINDS:
         reason = _no_private_tmpfs()
         if reason is not None:
-            return f"{', '.join(sorted(kinds & STORAGE_KINDS))} need a private mount namespace with a tmpfs: {reason}"
+            wanted = sorted(kinds & STORAGE_KINDS)
+            return f"{', '.join(wanted)} need{'s' if len(wanted) == 1 else ''} a private mount namespace with a tmpfs: {reason}"
     if "storage_stall" in kinds:
         return _no_fuse()
     return None

@@ -70,9 +70,14 @@ def checkpoint_floor(cfg: TrainerConfig) -> int:
     return params * 4 * (3 if cfg.optimizer.optimizer == "adam" else 1)
 
 
-def scenario_problems(fault: DiskFull | StorageStall, cfg: TrainerConfig, command: bool, deadline_s: float) -> Iterator[str]:
-    """The rules of a storage fault that need the whole scenario (its fields named under the fault)."""
+def scenario_problems(
+    fault: DiskFull | StorageStall, cfg: TrainerConfig, command: bool, deadline_s: float, kinds: set[str],
+) -> Iterator[str]:
+    """The rules of a storage fault that need the whole scenario (its fields named under the fault; `kinds`:
+    the types of all its faults)."""
     if isinstance(fault, StorageStall):
+        if "disk_full" in kinds:
+            yield "type: storage_stall and disk_full both make the checkpoint folder (a FUSE server, a bounded tmpfs)"
         if command:
             yield "type: storage_stall stops the storage from inside our trainer's save; a command has no injector"
         if fault.stall_s >= deadline_s:

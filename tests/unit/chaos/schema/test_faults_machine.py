@@ -66,3 +66,8 @@ def test_host_oom_grows_one_rank_of_our_trainer(make_scenario) -> None:
         make_scenario(faults=[{"type": "host_oom", "rank": 1, "at_step": 7, "limit_bytes": 1 << 20}])
     with pytest.raises(ScenarioError, match=r"faults\[0\]\.type: host_oom grows a rank of our trainer from inside it"):
         make_scenario(**COMMAND, faults=[{"type": "host_oom", "rank": 1, "at_step": 3}])
+
+
+def test_a_stall_and_a_full_disk_cannot_share_the_checkpoint_folder(make_scenario) -> None:
+    with pytest.raises(ScenarioError, match=r"faults\[1\]\.type: storage_stall and disk_full both make the checkpoint folder"):
+        make_scenario(faults=[{"type": "disk_full", "at_step": 10}, {"type": "storage_stall", "at_step": 5, "stall_s": 1}])

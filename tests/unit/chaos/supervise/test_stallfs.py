@@ -48,11 +48,11 @@ def test_a_stopped_server_blocks_the_write_until_its_keeper_resumes_it(tmp_path:
 def test_the_storage_a_plan_asks_for(make_scenario, tmp_path: Path) -> None:
     from chaos.schema.scenario import plan_faults
 
-    plan = plan_faults(make_scenario(faults=[
-        {"type": "disk_full", "at_step": 10, "disk_bytes": 4 << 20}, {"type": "storage_stall", "at_step": 5, "stall_s": 1},
-    ]), 0)
-    storage = RunStorage.of(plan, tmp_path)
-    assert storage.tmpfs == {tmp_path / "checkpoints": 4 << 20, tmp_path / ".checkpoint-store": 64 << 20}
-    assert storage.command(["ft_launcher"])[-2:] == ["--", "ft_launcher"]
-    assert all(folder.is_dir() for folder in storage.tmpfs)
+    full = RunStorage.of(plan_faults(make_scenario(faults=[{"type": "disk_full", "at_step": 10, "disk_bytes": 4 << 20}]), 0), tmp_path)
+    assert full == RunStorage({tmp_path / "checkpoints": 4 << 20})
+    stall = RunStorage.of(plan_faults(make_scenario(faults=[{"type": "storage_stall", "at_step": 5, "stall_s": 1}]), 0), tmp_path)
+    assert stall.tmpfs == {tmp_path / ".checkpoint-store": 64 << 20}
+    assert stall.command(["ft_launcher"])[-5:] == [str(tmp_path), str(tmp_path / ".checkpoint-store"),
+                                                   str(tmp_path / "checkpoints"), "--", "ft_launcher"]
+    assert all(folder.is_dir() for folder in (*full.tmpfs, *stall.tmpfs, tmp_path / "checkpoints"))
     assert RunStorage.of([], tmp_path) == RunStorage()
