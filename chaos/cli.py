@@ -184,7 +184,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_correlate(args: argparse.Namespace) -> int:
-    from chaos.judge.correlate import StepRange, compare_sources, default_plot_path, tolerance_of
+    from chaos.judge.correlate import StepRange, default_plot_path, tolerance_of
+    from chaos.judge.correlate_picture import compare_sources
 
     tolerance = tolerance_of(args.tolerance, args.rtol, args.atol)
     steps = None if args.steps is None else StepRange.parse(args.steps)

@@ -19,7 +19,6 @@ from typing import Any
 
 from chaos.adapters import megatron, tensorboard
 from chaos.errors import BadInput
-from chaos.judge.correlate_picture import plot_correlation
 from chaos.judge.timeline import final_losses
 from runlog.layout import RunFolderError
 from runlog.reader import read_events
@@ -314,29 +313,6 @@ def correlate(a: dict[int, float], b: dict[int, float], tolerance: Tolerance, st
         va, vb = a.get(i), b.get(i)
         diffs.append(StepDiff(i, va, vb, va is not None and vb is not None and tolerance.agree(va, vb)))
     return Correlation(tolerance, tuple(diffs), steps)
-
-
-def compare_sources(
-    a: str | Path, b: str | Path, tolerance: Tolerance, steps: StepRange | None = None, plot: str | Path | None = None,
-    *, make_folder: bool = False,
-) -> tuple[Correlation, Path | None]:
-    """Read both sources, judge them, draw the picture (when ``plot`` is given): the CLI's whole job. The
-    picture's folder must exist, or with ``make_folder`` (the default picture's) is made once both sources
-    were read: bad input leaves nothing behind."""
-    if plot is not None and not make_folder and not Path(plot).parent.is_dir():
-        raise CorrelateError(f"--plot: {Path(plot).parent} is not a folder")
-    curve_a, curve_b = read_curve(a), read_curve(b)
-    result = correlate(curve_a.losses, curve_b.losses, tolerance, steps)
-    if not result.diffs:
-        raise CorrelateError(f"neither {a} nor {b} has a step in {steps}")
-    if plot is None:
-        return result, None
-    try:
-        if make_folder:
-            Path(plot).parent.mkdir(parents=True, exist_ok=True)
-        return result, plot_correlation(result, curve_a, curve_b, plot)
-    except OSError as e:
-        raise CorrelateError(f"--plot: cannot write {plot} ({e.strerror or e})") from None
 
 
 PLOT_FOLDER = Path("chaos-runs") / "correlate"

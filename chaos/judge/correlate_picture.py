@@ -1,5 +1,6 @@
-"""The picture of a loss correlation: both curves over the judged steps, and their relative difference
-against the tolerance, written atomically."""
+"""The CLI's correlation of two sources with its picture: both curves over the judged steps, and their
+relative difference against the tolerance, written atomically. Beside chaos/judge/correlate.py, which
+judges and never draws (this module reads it; it reads nothing of this one)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,40 @@ import math
 import os
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from chaos.judge.correlate import Correlation, Curve
+from chaos.judge.correlate import (
+    CorrelateError,
+    Correlation,
+    Curve,
+    StepRange,
+    Tolerance,
+    correlate,
+    read_curve,
+)
+
+
+def compare_sources(
+    a: str | Path, b: str | Path, tolerance: Tolerance, steps: StepRange | None = None, plot: str | Path | None = None,
+    *, make_folder: bool = False,
+) -> tuple[Correlation, Path | None]:
+    """Read both sources, judge them, draw the picture (when ``plot`` is given): the CLI's whole job. The
+    picture's folder must exist, or with ``make_folder`` (the default picture's) is made once both sources
+    were read: bad input leaves nothing behind."""
+    if plot is not None and not make_folder and not Path(plot).parent.is_dir():
+        raise CorrelateError(f"--plot: {Path(plot).parent} is not a folder")
+    curve_a, curve_b = read_curve(a), read_curve(b)
+    result = correlate(curve_a.losses, curve_b.losses, tolerance, steps)
+    if not result.diffs:
+        raise CorrelateError(f"neither {a} nor {b} has a step in {steps}")
+    if plot is None:
+        return result, None
+    try:
+        if make_folder:
+            Path(plot).parent.mkdir(parents=True, exist_ok=True)
+        return result, plot_correlation(result, curve_a, curve_b, plot)
+    except OSError as e:
+        raise CorrelateError(f"--plot: cannot write {plot} ({e.strerror or e})") from None
 
 
 def plot_correlation(result: Correlation, a: Curve, b: Curve, out: str | Path) -> Path:
