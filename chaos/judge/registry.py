@@ -58,6 +58,7 @@ EXPECTATIONS: dict[str, Expectation] = {
     "steps_during_async_save": _limit("steps_during_async_save", "rank-0 steps completed while async saves were in flight"),
     "faults_injected": _limit("faults_injected", "faults that fired, in the trainer or from the runner"),
     "checkpoints_rejected": _limit("checkpoints_rejected", "checkpoints the trainer found corrupt on load and skipped"),
+    "checkpoints_saved": _equal("checkpoints_saved", "the iterations rank 0 saved a checkpoint of, in order (a failed save is not one)"),
     "preemption_saved": _equal("preemption_saved", "a checkpoint was sealed within the first SIGTERM's grace period"),
     "grace_killed": _equal("grace_killed", "the runner SIGKILLed processes that outlived a SIGTERM's grace"),
     "exit_reason": _equal("exit_reason", "rank 0's last exit reason"),

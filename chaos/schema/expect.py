@@ -116,6 +116,8 @@ class Expect(Strict):
     """Faults that fired (in the trainer or from the runner): compound scenarios check every one did."""
     checkpoints_rejected: Limit | None = None
     """Checkpoints the trainer found corrupt on load and skipped."""
+    checkpoints_saved: tuple[Annotated[int, Field(ge=1)], ...] | None = None
+    """The iterations rank 0 saved a checkpoint of, in order, every attempt's: a failed (skipped) save is not one."""
     preemption_saved: bool | None = None
     """A checkpoint was sealed between the first SIGTERM and the end of its grace period."""
     grace_killed: bool | None = None
@@ -168,7 +170,9 @@ class Expect(Strict):
     def _clean_exit_by_default(cls, data: Any) -> Any:
         stated = ("exit_code", "trainer_exit_codes", "killed_at_deadline")  # each says how the run ends
         if isinstance(data, dict) and not any(key in data for key in stated):
-            return {**data, "exit_code": 0}
+            data = {**data, "exit_code": 0}
+        if isinstance(data, dict) and isinstance(data.get("checkpoints_saved"), list):  # YAML's list, the metric's tuple
+            data = {**data, "checkpoints_saved": tuple(data["checkpoints_saved"])}
         return data
 
 
