@@ -8,6 +8,7 @@ import traceback
 from dataclasses import dataclass
 
 import torch.distributed as dist
+from torch.distributed.checkpoint.api import CheckpointException
 
 from runlog.log import EventLog
 from runlog.records import Exit, ExitOnError, RunStart
@@ -91,7 +92,7 @@ class TrainingSession:
             print(f"trainer: rerun state machine: exit {e.code} ({e.diagnosis}): {e}", file=sys.stderr)
             self.events.write(ExitOnError("rerun", e.code, self._iteration(), str(e), diagnosis=e.diagnosis))
             return e.code
-        except Exception as e:
+        except (Exception, CheckpointException) as e:  # DCP's CheckpointException is a BaseException
             if self.inprocess is not None:
                 raise
             traceback.print_exc()

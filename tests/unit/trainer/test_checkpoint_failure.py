@@ -24,7 +24,7 @@ RUN = ["train.train_iters=10", "checkpoint.save_interval=5"]
 DISK = "700k"
 CLONE_NEWNS = 0x00020000
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: mounts a tmpfs in a mount namespace of its own")
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: mounts a tmpfs in a mount namespace of its own")
 
 
 class SmallDisk:
@@ -82,6 +82,7 @@ def weights(run) -> dict[str, torch.Tensor]:
     return torch.load(run.run_dir / "final_weights.pt", weights_only=True)
 
 
+@needs_root
 def test_a_full_disk_fails_the_sync_save_on_every_rank_and_the_resume_loads_the_previous_checkpoint(baseline, launch, disk):
     ckpt = disk.path / "ckpt"
     args = [*RUN, f"checkpoint.save={ckpt}"]
@@ -108,6 +109,7 @@ def test_a_full_disk_fails_the_sync_save_on_every_rank_and_the_resume_loads_the_
     assert [i for i, _ in list_checkpoints(seen)] == [10, 5]
 
 
+@needs_root
 def test_skip_goes_on_past_a_failed_async_save_which_is_never_loaded(baseline, launch, disk):
     ckpt = disk.path / "ckpt"
     args = [*RUN, f"checkpoint.save={ckpt}", "checkpoint.async_save=true", "checkpoint.on_save_failure=skip"]
@@ -123,3 +125,24 @@ def test_skip_goes_on_past_a_failed_async_save_which_is_never_loaded(baseline, l
     seen = disk.inside(ckpt)
     assert [i for i, _ in list_checkpoints(seen)] == [5] and not list(seen.glob("iter_*.tmp"))
     assert verify(iteration_dir(seen, 5)) is None
+
+
+def test_a_save_that_fails_for_another_reason_is_an_error_exit_not_a_storage_failure(launch, tmp_path):
+    """DCP gathers a writer's bug into a CheckpointException (a BaseException): the rank still exits 1 with its
+    exit event, and nothing calls it a storage failure."""
+
+    def broken_writer(rank: int) -> None:
+        import torch.distributed.checkpoint as dcp
+
+        def write_data(self, plan, planner):
+            raise ValueError("a writer bug")
+
+        dcp.FileSystemWriter.write_data = write_data
+
+    run = launch.start([*RUN, f"checkpoint.save={tmp_path / 'ckpt'}"], WORLD, name="bug", child_setup=broken_writer)
+    assert run.wait() == [1] * WORLD, run.tails()
+    for rank in range(WORLD):
+        (exit_,) = run.events("exit", rank)
+        assert (exit_["reason"], exit_["code"], exit_["iteration"]) == ("error", 1, 5)
+        assert exit_["error"].startswith("CheckpointException") and "a writer bug" in exit_["error"]
+        assert run.events("checkpoint_save_failed", rank) == []
