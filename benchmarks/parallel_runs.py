@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -74,6 +75,8 @@ class Round:
     failed: int
     ports_taken: int
     wall_s: float
+    cpu_s: float
+    """User and system CPU of the round's process trees: over the machine's cores, the least wall time it can take."""
     networks: list[str] = field(default_factory=list)
     results: list[RunResult] = field(default_factory=list)
 
@@ -144,14 +147,14 @@ def run_round(out: Path, runs: int, trainers: int, attack: bool, network: str = 
     attacker = Attacker(tag, ephemeral_only=network == "machine" and not every_port) if attack else None
     if attacker:
         attacker.start()
-    start = time.monotonic()
+    start, cpu = time.monotonic(), _children_cpu()
     procs = [
         subprocess.Popen([sys.executable, "-m", "chaos", "run", str(f), "--out", str(out), "--json"], stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL, env=env, cwd=ROOT, text=True)
         for f in files
     ]
     outputs = [p.communicate()[0] for p in procs]
-    wall = time.monotonic() - start
+    wall, cpu = time.monotonic() - start, _children_cpu() - cpu
     taken: dict[str, list[int]] = {}
     if attacker:
         taken = attacker.taken
@@ -159,9 +162,14 @@ def run_round(out: Path, runs: int, trainers: int, attack: bool, network: str = 
     results = [_result(f.stem, p.returncode, o, taken) for f, p, o in zip(files, procs, outputs, strict=True)]
     return Round(
         runs=runs, collisions=sum(r.collided for r in results), restarts=sum(r.restarts or 0 for r in results),
-        failed=sum(r.cli_exit != 0 for r in results), ports_taken=sum(r.ports_taken for r in results), wall_s=round(wall, 1),
+        failed=sum(r.cli_exit != 0 for r in results), ports_taken=sum(r.ports_taken for r in results), wall_s=round(wall, 1), cpu_s=round(cpu, 1),
         networks=sorted({r.network or "?" for r in results}), results=results,
     )
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _result(name: str, code: int, output: str, taken: dict[str, list[int]]) -> RunResult:
@@ -175,7 +183,8 @@ def _result(name: str, code: int, output: str, taken: dict[str, list[int]]) -> R
     launch = next((e for e in journal["timeline"] if e["event"] == "launch"), {})
     network = launch.get("info", {}).get("network")
     collided = any(c in log for log in logs for c in COLLISION)
-    return RunResult(name, code, journal["metrics"]["restarts"], collided, network, len(taken.get(run_dir.name, [])))
+    restarts = sum(1 for e in journal["timeline"] if e["event"] == "restart")  # the launcher's own lines
+    return RunResult(name, code, restarts, collided, network, len(taken.get(run_dir.name, [])))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -194,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         r = run_round(args.out.resolve(), args.runs, args.trainers, args.attack, args.network, args.every_port)
         rounds.append(r)
         print(f"round: {r.runs} runs ({', '.join(r.networks)}), {r.collisions} collisions, {r.restarts} restarts, "
-              f"{r.failed} failed, attacker took {r.ports_taken} ports, {r.wall_s} s", flush=True)
+              f"{r.failed} failed, attacker took {r.ports_taken} ports, {r.wall_s} s ({r.cpu_s} CPU-s)", flush=True)
     (args.out / "parallel_runs.json").write_text(json.dumps([asdict(r) for r in rounds], indent=1))
     return 0 if all(r.collisions == r.restarts == r.failed == 0 for r in rounds) else 1
 
