@@ -37,22 +37,9 @@ READY = "ready"
 PR_SET_PDEATHSIG = 1
 
 
-def _operations() -> type:
-    """The passthrough operations (fusepy is imported only by the server: the wrapper and keeper need none of it)."""
-    from fuse import FuseOSError, Operations
-
-    class Passthrough(_Calls, Operations):
-        def __call__(self, op: str, *args: Any) -> Any:
-            try:
-                return super().__call__(op, *args)
-            except OSError as e:
-                raise FuseOSError(e.errno or errno.EIO) from None
-
-    return Passthrough
-
-
 class _Calls:
-    """Each call done on the same path under the backing folder; file handles are its file descriptors."""
+    """Each call done on the same path under the backing folder; file handles are its file descriptors. An
+    OSError a call raises is its answer (fusepy returns its errno to the kernel)."""
 
     def __init__(self, backing: Path):
         self.backing = str(backing)
@@ -131,9 +118,11 @@ def _die_with_parent() -> None:
 
 
 def serve(backing: str, mountpoint: str) -> None:
-    from fuse import FUSE
+    """The server (fusepy is imported here alone: the wrapper and the keeper need none of it)."""
+    from fuse import FUSE, Operations
 
-    FUSE(_operations()(Path(backing)), mountpoint, foreground=True, fsname="chaos-stallfs")
+    passthrough = type("Passthrough", (_Calls, Operations), {})
+    FUSE(passthrough(Path(backing)), mountpoint, foreground=True, fsname="chaos-stallfs")
 
 
 def keep(run_dir: str, server: int, control: str) -> None:
@@ -146,9 +135,9 @@ def keep(run_dir: str, server: int, control: str) -> None:
             log = EventLog(run_dir, "storage", rank=-1, attempt=int(attempt))
             log.write(SignalSent("SIGSTOP", server, pid=server))
             time.sleep(float(seconds))
-            os.kill(server, signal.SIGCONT)
-            log.write(SignalSent("SIGCONT", server, pid=server))
+            log.write(SignalSent("SIGCONT", server, pid=server))  # first: the launcher may end the moment it is sent
             log.close()
+            os.kill(server, signal.SIGCONT)
 
 
 def wrap(run_dir: str, backing: str, mountpoint: str, command: list[str]) -> None:
