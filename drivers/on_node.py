@@ -10,6 +10,9 @@ the script (same pid, so signals, exit codes and the launcher's view are the scr
 holds the hostname only: files, GPUs, network and processes are the machine's.
 
     python drivers/on_node.py drivers/megatron_lm.py --num-layers 2 ...
+
+SCRIPT is taken from the current folder, or else from the checkout this file is in (a scenario's command
+runs in its run folder).
 """
 
 from __future__ import annotations
@@ -18,9 +21,18 @@ import ctypes
 import os
 import socket
 import sys
+from pathlib import Path
 
 CLONE_NEWUTS = 0x04000000  # <sched.h>
 NODE_VAR = "CHAOS_NODE_ID"
+CHECKOUT = Path(__file__).resolve().parents[1]
+
+
+def script_path(path: str) -> str:
+    """The script to run: as given when it exists from the current folder (or is absolute), else from the
+    checkout this wrapper lives in. A scenario's command runs in its run folder, and names the script as
+    the checkout's `drivers/megatron_lm.py`."""
+    return path if os.path.isabs(path) or os.path.exists(path) else str(CHECKOUT / path)
 
 
 def become(name: str) -> None:
@@ -39,7 +51,7 @@ def main() -> None:
     if name and name != host:
         become(name)
         print(f"drivers/on_node.py: running as node {name} (new UTS namespace; the machine is {host})", flush=True)
-    os.execv(sys.executable, [sys.executable, *sys.argv[1:]])
+    os.execv(sys.executable, [sys.executable, script_path(sys.argv[1]), *sys.argv[2:]])
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import shutil
+import uuid
 from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
@@ -69,8 +70,11 @@ def ensure_baseline(scenario: Scenario, run: Callable[[Scenario, Path], str | No
         fcntl.flock(lock, fcntl.LOCK_EX)
         if RunFolder(folder).final_weights.is_file():
             return folder
-        work = root / f"{key}.partial"
-        shutil.rmtree(work, ignore_errors=True)
+        for stale in root.glob(f"{key}.partial*"):  # a dead runner's, under the same lock
+            shutil.rmtree(stale, ignore_errors=True)
+        # A name of its own: the folder's name is the run's marker (CHAOS_RUN_ID), by which its leftovers are
+        # found and killed, and two caches (two sessions, two suites on one GPU machine) hold the same key.
+        work = root / f"{key}.partial-{uuid.uuid4().hex[:8]}"
         work.mkdir()
         failed = run(fault_free(scenario), work)
         if failed is not None:
