@@ -38,9 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from runlog import names
+from runlog.judge_records import FaultNeverDue, UnexplainedFailure
 from runlog.layout import RunFolder
 from runlog.log import EventLog
-from runlog.judge_records import FaultNeverDue, UnexplainedFailure
 
 Event = dict[str, Any]
 
@@ -51,6 +51,9 @@ _RANK_FAILURES = frozenset({names.EXIT, names.INPROCESS_ABORT})
 _LAUNCHER_ERROR = re.compile(r"^\[\d{4}-\d\d-\d\d [^\]]*\] \[(?:ERROR|WARNING|CRITICAL)\] \[")
 """An error the launcher (ft_launcher, NVRx's rank monitor) logs of itself, with its traceback after it
 (NVML missing on a CPU machine): not a worker's."""
+_TORCH_LOG = re.compile(r"^(?:[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ |\[\d{4}-\d\d-\d\d [^\]]*\] \[[A-Z]+\] \[)")
+"""A line a launcher logs of itself at any level: torchrun's agent (glog style, ``E1204 01:56:49.383000 9488
+torch/...``), ft_launcher and NVRx's rank monitor (``[2026-12-04 01:03:49,589] [INFO] [ft_launcher...]``)."""
 _RANK_PREFIX = re.compile(r"^\[rank\d+\]:")
 """How torch prefixes a worker's lines once its process group exists: surely the worker's own."""
 _EXCEPTION = re.compile(r"^(?:\[[^\]]*\]:?\s*)*((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Failure|Exit)\b(?::.*)?)$")
@@ -250,22 +253,24 @@ def _rank_cause(e: Event) -> str:
 
 def _log_cause(text: str, line: str) -> str:
     """The last exception line a worker printed before the launcher's line ``line`` reported its death (and
-    after the launcher's previous restart), skipping the tracebacks the launcher logs of itself."""
+    after the launcher's previous restart), skipping the tracebacks the launcher logs of itself; without
+    one, the worker's last line (``python3: can't open file ...: [Errno 2] ...``)."""
     end = text.find(line) if line else -1
     segment = text[: end if end >= 0 else len(text)]
     restart = segment.rfind("will restart worker group")
     segment = segment[restart + 1 :] if restart >= 0 else segment
-    prefixed, plain, block = "", "", _NONE
+    prefixed, plain, last, block = "", "", "", _NONE
     for raw in segment.splitlines():
         block = _launcher_block(block, raw)
-        if block != _NONE:
+        if block != _NONE or _TORCH_LOG.match(raw) or not raw.strip():
             continue
-        match = _EXCEPTION.match(raw.strip())
+        last = raw.strip()
+        match = _EXCEPTION.match(last)
         if match and _RANK_PREFIX.match(raw):
             prefixed = match.group(1)
         elif match:
             plain = match.group(1)
-    return prefixed or plain
+    return prefixed or plain or last
 
 
 def record_accounting(run_dir: Path, accounting: Accounting, events: list[Event]) -> list[Event]:

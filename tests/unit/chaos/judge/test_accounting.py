@@ -122,3 +122,14 @@ def test_a_restart_no_other_sign_announced_is_its_attempts_failure(event):
     events = [event("run_start", 0.5), event("restart", 2.0, rank=-1, attempt=1, attempts_left=2, line="Worker group FAILED")]
     (failure,) = account(events, [], {"": ""}).unexplained
     assert (failure.attempt, failure.how, failure.cause) == (0, "restart", "the launcher restarted the worker group: Worker group FAILED")
+
+
+def test_without_an_exception_the_cause_is_the_workers_last_line(event):
+    """A script the worker could not open (exit 2) printed no traceback: its own last line says why."""
+    line = "E1204 01:56:49.383000 9488 torch/distributed/elastic/multiprocessing/api.py:986] failed (exitcode: 2) local_rank: 0"
+    log = ("I1204 01:56:40.100000 9488 torch/distributed/run.py:800] starting\n"
+           "/opt/torch/.venv/bin/python3: can't open file '/run/drivers/megatron_lm.py': [Errno 2] No such file or directory\n"
+           f"{line}\n")
+    events = [event("worker_failed", 2.0, rank=-1, exitcode=2, local_rank=0, line=line)]
+    (failure,) = account(events, [], {"": log}).unexplained
+    assert failure.cause.endswith("can't open file '/run/drivers/megatron_lm.py': [Errno 2] No such file or directory")
