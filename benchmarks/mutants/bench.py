@@ -124,6 +124,15 @@ def bench(mutant: Mutant, budget: str, out: Path) -> MutantResult:
     return result
 
 
+def earlier(path: Path) -> dict[str, MutantResult]:
+    """The results a run before this one wrote (`--only` reruns some mutants and keeps the others' rows)."""
+    if not path.is_file():
+        return {}
+    rows = json.loads(path.read_text())
+    return {r["name"]: MutantResult(r["name"], r["bug"], [ScenarioResult(**s) for s in r["scenarios"]], r["explore"], r["seconds"])
+            for r in rows}
+
+
 def table(results: list[MutantResult], budget: str) -> str:
     caught = sum(bool(r.caught_by) for r in results)
     lines = [
@@ -171,11 +180,13 @@ def main(argv: list[str]) -> int:
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     warm_baselines(out / "control")
-    results: list[MutantResult] = []
+    kept = earlier(out / "results.json") if chosen else {}
+    results: dict[str, MutantResult] = {}
     for mutant in [known[n] for n in chosen] if chosen else MUTANTS:
-        results.append(bench(mutant, args.budget, out))
-        text = table(results, args.budget)  # written after every mutant: a stopped run keeps what it measured
-        (out / "results.json").write_text(json.dumps([asdict(r) | {"caught_by": r.caught_by} for r in results], indent=2))
+        results[mutant.name] = bench(mutant, args.budget, out)
+        rows = [results.get(m.name) or kept[m.name] for m in MUTANTS if m.name in results or m.name in kept]
+        text = table(rows, args.budget)  # written after every mutant: a stopped run keeps what it measured
+        (out / "results.json").write_text(json.dumps([asdict(r) | {"caught_by": r.caught_by} for r in rows], indent=2))
         (out / "results.md").write_text(text + "\n")
     if not args.no_docs:
         write_docs(text)

@@ -37,6 +37,9 @@ class Kind:
     kills: bool = True
     """The attempt's round dies of it (the launcher restarts): a strike."""
     own: tuple[tuple[str, str], ...] = ()
+    reaches_its_step: bool = False
+    """The attempt may complete the step it strikes at: a save kill (the save follows the step), a hang (NVRx's
+    rank monitor sends SIGCONT before its SIGKILL, and the woken rank runs on in between)."""
 
     @property
     def label(self) -> str:
@@ -49,9 +52,9 @@ KINDS = (
     Kind("sigkill", "step"),
     Kind("segfault", "step"),
     Kind("abort", "step"),
-    Kind("rank_hung", "step"),
-    Kind("fault_during_checkpoint", "save", own=(("during", "save"),)),
-    Kind("fault_during_checkpoint", "local_save", own=(("during", "local_save"),)),
+    Kind("rank_hung", "step", reaches_its_step=True),
+    Kind("fault_during_checkpoint", "save", own=(("during", "save"),), reaches_its_step=True),
+    Kind("fault_during_checkpoint", "local_save", own=(("during", "local_save"),), reaches_its_step=True),
     Kind("fault_during_checkpoint", "load", own=(("during", "load"),)),
     Kind("checkpoint_corrupt", "load", kills=False, own=(("mode", "truncate"),)),
     Kind("checkpoint_corrupt", "load", kills=False, own=(("mode", "garble"),)),
@@ -201,9 +204,9 @@ class Space:
             faults.append(strike)
             if strike.at_step is not None:  # a load kill computes nothing
                 last = strike.at_step
-                reached = strike.at_step - (strike.kind.trigger == "step")
-                killed = strike.at_step if strike.kind.trigger != "step" else None
-                progress = self._attempt_seals(progress, reached, killed)
+                reached = strike.at_step - (not strike.kind.reaches_its_step)
+                saving = strike.kind.trigger != "step"  # a save kill: its save began (a hang's may not have)
+                progress = self._attempt_seals(progress, reached if saving else strike.at_step - 1, strike.at_step if saving else None)
                 first_reached = reached if first_reached is None else first_reached
         return Schedule(tuple(faults), self._lost_allowed(faults, first_reached, resumes))
 
@@ -244,9 +247,10 @@ class Space:
 
     def canonical(self) -> Schedule:
         """The schedule a person writes first, judged before any drawn one: the first step kind kills rank 0
-        right after the first checkpoint (the first step a resume computes again), or at step 1 without one."""
+        right after the first persistent checkpoint (the first step a resume computes again; a local one
+        without persistent ones), or at step 1 without any."""
         kind = next(k for k in self.kinds if k.kills and k.trigger != "load")
-        first = min((*self.persistent_steps(), *self.local_steps()), default=0)
+        first = min(self.persistent_steps() or self.local_steps(), default=0)
         return self.schedule([(kind, 0, min(first + 1, self.train_iters))], [])
 
     def strategy(self) -> st.SearchStrategy[Schedule]:
