@@ -322,6 +322,8 @@ class Scenario(Strict):
                 yield f"faults[{i}].at_step: {fault.at_step} is past train.train_iters ({iters})"
             if fault.type == "fault_during_checkpoint" and fault.at_step:
                 yield from self._save_step_problems(f"faults[{i}].at_step", fault.at_step, local=fault.during == "local_save")
+            if isinstance(fault, disk.DiskFull) and self.nodes > 1:
+                yield f"faults[{i}].type: disk_full fills the run's one disk; a multi-node run has one per node"
             if isinstance(fault, disk.DiskFull | disk.StorageStall):
                 if self.command is None and fault.at_step:
                     yield from self._save_step_problems(f"faults[{i}].at_step", fault.at_step, local=False)

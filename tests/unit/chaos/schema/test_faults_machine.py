@@ -71,3 +71,8 @@ def test_host_oom_grows_one_rank_of_our_trainer(make_scenario) -> None:
 def test_a_stall_and_a_full_disk_cannot_share_the_checkpoint_folder(make_scenario) -> None:
     with pytest.raises(ScenarioError, match=r"faults\[1\]\.type: storage_stall and disk_full both make the checkpoint folder"):
         make_scenario(faults=[{"type": "disk_full", "at_step": 10}, {"type": "storage_stall", "at_step": 5, "stall_s": 1}])
+
+
+def test_a_full_disk_is_one_nodes_run(make_scenario) -> None:
+    with pytest.raises(ScenarioError, match=r"faults\[0\]\.type: disk_full fills the run's one disk; a multi-node run has one per node"):
+        make_scenario(nodes=2, faults=[{"type": "disk_full", "at_step": 10}])
