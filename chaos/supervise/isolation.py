@@ -19,7 +19,7 @@ reported as a leftover, like a process.
 
 - ``network``: the agents, workers and rank monitors run in one network namespace of the run (loopback up):
   no two runs' ports can collide, and no process outside the run can take a worker's master port. Where
-  the machine refuses (not root, no namespaces, no ``ip``), the room falls back to the machine's network
+  the machine refuses (not root, no network namespaces), the room falls back to the machine's network
   and the run's claimed ports (chaos/supervise/ports.py): ``mode`` is ``"ports"`` and ``reason`` says why.
 - ``tmpfs``: ``{path: bytes}``, a tmpfs of that size on each path (an existing folder) in a private mount
   namespace that the agents join; the runner itself sees the plain folder, and the mounted files through

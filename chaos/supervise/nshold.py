@@ -2,7 +2,7 @@
 
     python -I -S chaos/supervise/nshold.py NET [PATH=BYTES ...]
 
-NET ``1`` unshares a network namespace and brings its loopback up; each ``PATH=BYTES`` mounts a tmpfs of
+NET ``1`` unshares a network namespace and brings its loopback up (an ioctl: no iproute2 needed); each ``PATH=BYTES`` mounts a tmpfs of
 that size on PATH in a private mount namespace (``/`` made private first, so nothing propagates back to the
 machine). It prints ``ready`` once they exist, then waits for its stdin to close: the runner's end of a
 pipe, closed however the runner ends. A namespace outlives its holder only while a process of the run is
@@ -14,11 +14,15 @@ path with the standard library alone (``-I -S``), like chaos/supervise/deathsig.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import os
-import subprocess
+import socket
+import struct
 import sys
 
 CLONE_NEWNS, CLONE_NEWNET = 0x00020000, 0x40000000
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+IFREQ = "16sH22x"  # struct ifreq: the name, then ifr_flags at the start of its 24-byte union
 MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
 
 
@@ -39,7 +43,15 @@ def isolate(net: bool, mounts: list[tuple[str, int]]) -> None:
         options = f"size={size},mode=0755".encode()
         _check(libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options), libc, f"tmpfs on {path}")
     if net:
-        subprocess.run(["ip", "link", "set", "lo", "up"], check=True, capture_output=True)
+        loopback_up()
+
+
+def loopback_up() -> None:
+    """Bring the new namespace's loopback up, by the ioctl `ip link set lo up` makes (no iproute2 needed:
+    the GPU machines have none)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        _, flags = struct.unpack(IFREQ, fcntl.ioctl(s, SIOCGIFFLAGS, struct.pack(IFREQ, b"lo", 0)))
+        fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack(IFREQ, b"lo", flags | IFF_UP))
 
 
 def main(argv: list[str]) -> None:
@@ -47,12 +59,8 @@ def main(argv: list[str]) -> None:
     mounts = [(path, int(size)) for path, size in (arg.rsplit("=", 1) for arg in argv[1:])]
     try:
         isolate(net, mounts)
-    except FileNotFoundError:
-        print("nshold: ip (iproute2) is not installed", file=sys.stderr, flush=True)
-        sys.exit(3)
-    except (OSError, subprocess.CalledProcessError) as e:
-        reason = e.stderr.decode().strip() if isinstance(e, subprocess.CalledProcessError) else e.strerror or str(e)
-        print(f"nshold: {reason}", file=sys.stderr, flush=True)
+    except OSError as e:
+        print(f"nshold: {e.strerror or e}", file=sys.stderr, flush=True)
         sys.exit(3)
     print("ready", flush=True)
     sys.stdin.buffer.read()

@@ -14,7 +14,14 @@ from pathlib import Path
 import pytest
 
 from chaos.supervise import deathsig
-from chaos.supervise.isolation import Isolation, Room, links_left, still_held, unavailable
+from chaos.supervise.isolation import (
+    Isolation,
+    IsolationUnavailable,
+    Room,
+    links_left,
+    still_held,
+    unavailable,
+)
 
 needs_namespaces = pytest.mark.skipif(unavailable() is not None, reason=f"no namespaces here: {unavailable()}")
 
@@ -149,12 +156,20 @@ def test_node_networks_are_bridged_and_a_link_is_cut_limited_and_restored() -> N
     assert still_held(inodes) == [] and links_left(tag) == []
 
 
-def test_without_ip_the_run_falls_back_to_claimed_ports_and_says_why() -> None:
+@needs_namespaces
+def test_without_iproute2_a_run_still_gets_its_network_but_node_networks_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU machines have no `ip`: the loopback comes up by ioctl; veths and bridges need `ip`."""
     bare = {**os.environ, "PATH": "/nonexistent"}
-    room = Isolation(network=True).start(bare, "test-fallback")
-    assert room.mode == "ports" and room.holder_pid(None) is None
-    assert room.describe() == "claimed ports (no network namespace: ip (iproute2) is not installed)"
-    assert room.close() == []
+    room = Isolation(network=True).start(bare, "test-no-ip")
+    try:
+        assert room.mode == "netns"
+        done = inside(room, None, "import socket; s = socket.create_server(('127.0.0.1', 0)); print('lo up')")
+        assert done.stdout.strip() == "lo up", done.stderr
+    finally:
+        assert room.close() == []
+    monkeypatch.setenv("PATH", "/nonexistent")  # where the runner looks for nsenter and ip
+    with pytest.raises(IsolationUnavailable, match="is not installed"):
+        Isolation(node_networks=("node0", "node1")).start(bare, "test-no-ip")
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv to drop to nobody")
