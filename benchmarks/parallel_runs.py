@@ -6,15 +6,18 @@ spend a restart on a port? (issue 30 §2)
 Each round starts ``--runs`` ``python -m chaos run`` processes at once, as parallel CI jobs or pytest-xdist
 workers do: ``--trainers`` of them our trainer (world 2, 3 steps), the rest a foreign command under
 ft_launcher that starts as Megatron does (rank 0 serves its store on MASTER_PORT,
-tests/functional/standalone/master_port.py). ``--attack`` adds a process that is not ours: it watches /proc
-for each worker of the round as it appears and binds, in the machine's network, the ports the worker will
-use (its MASTER_PORT and CHAOS_STORE_PORT), before the worker can. ``--network machine`` runs without the
+tests/functional/standalone/master_port.py). ``--attack`` adds a thief of no run (a thread of this process,
+without any run's marker): it watches /proc for each worker of the round as it appears and binds, in the
+machine's network, the ports the worker will use (its MASTER_PORT and CHAOS_STORE_PORT), before the worker
+can. ``--network machine`` runs without the
 runs' network namespaces (CHAOS_NETWORK=machine: the fallback of a machine that refuses them), where the
 attacker takes only ports of the machine's ephemeral range: those a ``bind(0)`` or an outgoing connection
 of another job lands on. A port bound on purpose in a shared network is lost to whoever binds it first;
 only a network of the run's own stops that. Counted per round: runs, collisions (a launcher or worker log
-that says EADDRINUSE), restarts, failed runs, the ports the attacker took, wall time. The functional test
-(tests/functional/test_parallel_runs.py) runs one round of each and wants zero collisions and restarts.
+that says EADDRINUSE), restarts (the launchers' restart lines), failed runs, the ports the attacker took,
+wall time and CPU. The functional test (tests/functional/test_parallel_runs.py) runs one round of each and
+wants zero collisions and restarts; a control, where the thief takes every port in the machine's network,
+wants the collision.
 """
 
 from __future__ import annotations
@@ -82,7 +85,7 @@ class Round:
 
 
 class Attacker(threading.Thread):
-    """A process not of the run: binds each new worker's MASTER_PORT and CHAOS_STORE_PORT in the machine's
+    """A thief of no run: binds each new worker's MASTER_PORT and CHAOS_STORE_PORT in the machine's
     network as soon as the worker shows in /proc (one scan of new pids every 5 ms), and holds them."""
 
     def __init__(self, tag: str, ephemeral_only: bool):
