@@ -38,8 +38,9 @@ class Kind:
     """The attempt's round dies of it (the launcher restarts): a strike."""
     own: tuple[tuple[str, str], ...] = ()
     reaches_its_step: bool = False
-    """The attempt may complete the step it strikes at: a save kill (the save follows the step), a hang (NVRx's
-    rank monitor sends SIGCONT before its SIGKILL, and the woken rank runs on in between)."""
+    """The attempt may complete the step it strikes at: a save kill (the save follows the step), a signal from
+    outside (the ranks wait for it after the step, before its save), a hang (NVRx's rank monitor sends SIGCONT
+    before its SIGKILL, and the woken rank runs on in between)."""
 
     @property
     def label(self) -> str:
@@ -49,7 +50,7 @@ class Kind:
 KINDS = (
     Kind("rank_killed", "step"),
     Kind("exception", "step"),
-    Kind("sigkill", "step"),
+    Kind("sigkill", "step", reaches_its_step=True),
     Kind("segfault", "step"),
     Kind("abort", "step"),
     Kind("rank_hung", "step", reaches_its_step=True),

@@ -64,6 +64,7 @@ def test_the_checkpoint_model_allows_what_the_catalogue_measured():
     assert sp.schedule([(in_save, 0, 10)], []).lost_allowed == 5  # fault_during_checkpoint.yaml: 5
     # NVRx's rank monitor wakes a hung rank (SIGCONT) before it kills it: it may compute the step it hung at
     assert sp.schedule([(KIND["rank_hung"], 1, 7)], []).lost_allowed == 2
+    assert sp.schedule([(KIND["sigkill"], 1, 7)], []).lost_allowed == 2  # struck after its step, before a save
     corrupted = sp.schedule([(killed, 1, 12)], [(KIND["checkpoint_corrupt(truncate)"], 1)])
     assert corrupted.lost_allowed == 6 and len(corrupted.faults) == 2  # checkpoint_corrupt.yaml: 6
 
