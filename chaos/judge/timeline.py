@@ -12,18 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos.judge.accounting import signal_name
+from chaos.judge.recovery import RANK_DETECTIONS, RUNNER_DETECTIONS, detect_last, fault_metrics
 from runlog import names
 from runlog.reader import read_events
 
 Event = dict[str, Any]
 
-RUNNER_DETECTIONS = frozenset({names.FT_TIMEOUT, names.WORKER_FAILED, names.RESTART, names.NCCL_WATCHDOG})
-"""Runner events that show the launcher acted on a fault."""
-RANK_DETECTIONS = frozenset({names.SIGNAL_RECEIVED, names.INPROCESS_ABORT, names.RERUN})
-TIMEOUTS = {names.NCCL_WATCHDOG: "nccl_watchdog", names.INPROCESS_ABORT: "inprocess", names.FT_TIMEOUT: "ft_launcher"}
-"""The events of each timeout that can act on a hang (``timeout_won``: the first after the fault)."""
-"""Rank events that show the trainer acted on a fault (plus flagged straggler reports and foreign exits)."""
 
 _RANK0_MARKS = frozenset(
     {names.RUN_START, names.RESUME, names.CHECKPOINT_SAVE_END, names.CHECKPOINT_LOAD, names.CHECKPOINT_CORRUPT, names.FT_TIMEOUTS}
@@ -135,9 +129,9 @@ class Metrics:
     resume_source: str | None = None
     """What the first later attempt after the fault resumed from: local, persistent or none."""
     timeout_won: str | None = None
+    """Which timeout acted first on the fault: nccl_watchdog, inprocess or ft_launcher (None: none did)."""
     worker_signal: str | None = None
     """The signal the first worker that died of one after the fault died of (the launcher's exitcode -N)."""
-    """Which timeout acted first on the fault: nccl_watchdog, inprocess or ft_launcher (None: none did)."""
     pitfalls: list[str] = field(default_factory=list)
     """The resiliency card's pitfalls the ranks reported (``pitfall`` events), sorted."""
 
@@ -188,11 +182,11 @@ def compute_metrics(events: Iterable[Event]) -> Metrics:
         learned_timeouts_used=_learned_timeouts_used(ordered),
         **_straggler_metrics(ordered),
         **_last_round(ordered),
-        time_to_detect_last_s=_detect_last(ordered),
+        time_to_detect_last_s=detect_last(ordered),
         launches=sum(1 for e in ordered if e["event"] == names.LAUNCH and e["rank"] < 0),
         **_slurm_metrics(ordered),
         pitfalls=sorted({e["name"] for e in ordered if e["event"] == names.PITFALL}),
-        **(_fault_metrics(ordered, fault_at) if fault_at is not None else {}),
+        **(fault_metrics(ordered, fault_at) if fault_at is not None else {}),
     )
 
 
@@ -356,71 +350,3 @@ def _start_s(events: list[Event]) -> float | None:
     launch = next((e["mono"] for e in events if e["event"] == names.LAUNCH), None)
     step = next((e["mono"] for e in events if e["event"] == names.STEP), None)
     return None if launch is None or step is None else step - launch
-
-
-def _fault_metrics(events: list[Event], at: int) -> dict[str, Any]:
-    """Detection, recovery and lost work around the first fault, ``events[at]``."""
-    fault = events[at]
-    attempt, mono = fault["attempt"], fault["mono"]
-    target = fault.get("target_rank")
-    target = fault["rank"] if target is None else target
-    detect = next((e for e in events[at + 1 :] if _is_detection(e, target)), None)
-    later = [e for e in events if e["rank"] >= 0 and e["attempt"] > attempt]
-    recover = next((e for e in later if e["event"] == names.STEP), None)
-    resumed = _resumed_from(later)
-    reached = max((e["iteration"] for e in events if e["event"] == names.STEP and e["attempt"] == attempt), default=resumed)
-    timeouts = (e for e in events[at + 1 :] if e["event"] in TIMEOUTS)
-    first_timeout = next(timeouts, None)
-    return {
-        "fault_mono": mono,
-        "fault_attempt": attempt,
-        "fault_rank": target,
-        "detect_mono": None if detect is None else detect["mono"],
-        "detected_by": None if detect is None else detect["event"],
-        "time_to_detect_s": None if detect is None else detect["mono"] - mono,
-        "recover_mono": None if recover is None else recover["mono"],
-        "time_to_recover_s": None if recover is None else recover["mono"] - mono,
-        "resumed_from_step": resumed,
-        "lost_steps": None if resumed is None else reached - resumed,
-        "resume_source": _resume_source(later),
-        "timeout_won": None if first_timeout is None else TIMEOUTS[first_timeout["event"]],
-        "worker_signal": next((signal_name(e["exitcode"]) for e in events[at + 1 :]
-                               if e["event"] == names.WORKER_FAILED and e["exitcode"] < 0), None),
-    }
-
-
-def _resume_source(later: list[Event]) -> str | None:
-    """What the first later attempt loaded: an NVRx local checkpoint, a persistent one, or nothing."""
-    first = next((e for e in later if e["event"] in (names.CHECKPOINT_LOAD, names.STEP)), None)
-    if first is None:
-        return None
-    if first["event"] == names.STEP:
-        return "none"
-    return "local" if first.get("local") else "persistent"
-
-
-def _detect_last(events: list[Event]) -> float | None:
-    """time_to_detect of the last fault (with several faults, e.g. a hang again after learned timeouts)."""
-    at = max((i for i, e in enumerate(events) if e["event"] == names.FAULT_INJECTED), default=None)
-    return None if at is None else _fault_metrics(events, at)["time_to_detect_s"]
-
-
-def _is_detection(e: Event, fault_rank: int) -> bool:
-    """The launcher or the trainer acted on the fault (docs: time_to_detect)."""
-    name = e["event"]
-    if e["rank"] < 0:
-        return name in RUNNER_DETECTIONS
-    if name == names.STRAGGLER_REPORT:
-        return bool(e.get("flagged"))
-    if name == names.EXIT:
-        return e.get("reason") != "completed" and e["rank"] != fault_rank
-    return name in RANK_DETECTIONS
-
-
-def _resumed_from(later: list[Event]) -> int | None:
-    """The step a later attempt restarted from: its checkpoint load, or the step before its first step when
-    it loaded none (0 for this trainer; a `command` resuming on its own shows it only in its step numbers)."""
-    first = next((e for e in later if e["event"] in (names.CHECKPOINT_LOAD, names.STEP)), None)
-    if first is None:
-        return None
-    return first["iteration"] if first["event"] == names.CHECKPOINT_LOAD else first["iteration"] - 1
