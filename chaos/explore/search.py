@@ -169,7 +169,8 @@ class Search:
         self.estimate = run_estimate(base)
         if options.budget_s < self.estimate:
             raise ExploreError(f"--budget: {options.budget_s:g} s cannot fit one run of {base.name} (about {self.estimate:.0f} s)")
-        self.digest = hashlib.sha256(json.dumps(base.model_dump(mode="json", exclude={"faults", "expect"}), sort_keys=True).encode()).hexdigest()[:12]
+        settings_only = json.dumps(base.model_dump(mode="json", exclude={"faults", "expect"}), sort_keys=True)
+        self.digest = hashlib.sha256(settings_only.encode()).hexdigest()[:12]
         self.log = options.out / "judged.jsonl"
         self.earlier = self._earlier()
         self.judged: dict[str, Record] = {}
@@ -207,12 +208,16 @@ class Search:
         scenario = self.base.replace(name=f"{self.base.name}-explore", faults=faults, expect=expect, known_failure=None)
         outcome = run_scenario(scenario, self.options.out / "runs", progress=None)
         run_s = time.monotonic() - t0
-        record = Record(schedule.key, faults, expect, broken(outcome.journal), str(outcome.run_dir), run_s, time.monotonic() - self.last_end, time.monotonic() - self.start, size=schedule.size(), cells=tuple(f.cell for f in schedule.faults))
-        self.last_end = time.monotonic()
+        now = time.monotonic()
+        record = Record(
+            schedule.key, faults, expect, broken(outcome.journal), str(outcome.run_dir), run_s, now - self.last_end,
+            now - self.start, size=schedule.size(), cells=tuple(f.cell for f in schedule.faults),
+        )
         self.judged[schedule.key] = record
         with self.log.open("a") as f:
             f.write(json.dumps({**asdict(record), "base": self.digest}) + "\n")
         self._show(record)
+        self.last_end = time.monotonic()  # what follows until the next run ends is the next schedule's
         return record
 
     def _fresh(self) -> bool:
