@@ -218,6 +218,7 @@ class Room:
         """End the holders, wait for the namespaces to go, and name whatever of them (or of the run's
         links in the machine's namespace) is still there."""
         holders = [*self.holders.values(), *([self.hub] if self.hub else [])]
+        closing = since_boot()
         for holder in holders:
             if holder.proc.stdin is not None:
                 with contextlib.suppress(OSError):
@@ -230,20 +231,25 @@ class Room:
                 holder.proc.wait()
         inodes = {ino: kind for h in holders for kind, ino in h.namespaces.items()}
         end = time.monotonic() + timeout_s
-        while (left := still_held(inodes) + links_left(self.tag)) and time.monotonic() < end:
+        while (left := still_held(inodes, closing) + links_left(self.tag)) and time.monotonic() < end:
             time.sleep(0.05)
         self.holders, self.hub = {}, None
         return left
 
 
-def still_held(inodes: Mapping[int, str]) -> list[str]:
-    """Which of these namespaces something still holds: a process inside, an open descriptor, a mount."""
+def still_held(inodes: Mapping[int, str], before: float | None = None) -> list[str]:
+    """Which of these namespaces something still holds: a process inside, an open descriptor, a mount.
+
+    ``before`` (seconds since boot, ``since_boot()``): only processes started before it count. The kernel
+    hands a freed namespace's inode number to the next namespace made, another run's, a moment later; a
+    process of ours still inside ours was started before we let it go (a child it forks later is listed
+    through its older parent), so a younger one holds another namespace of the same number."""
     if not inodes:
         return []
     names = {f"{kind}:[{ino}]": ino for ino, kind in inodes.items()}
     held = []
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
+        if not entry.name.isdigit() or (before is not None and _started_after(entry, before)):
             continue
         links = [entry / "ns" / kind for kind in KINDS]
         with contextlib.suppress(OSError):
@@ -256,6 +262,21 @@ def still_held(inodes: Mapping[int, str]) -> list[str]:
         mounts = Path("/proc/self/mountinfo").read_text()
         held += [f"{name} bind-mounted" for name in names if name in mounts]
     return sorted(set(held))
+
+
+def since_boot() -> float:
+    """Seconds since boot, the clock of a process's start time in /proc/<pid>/stat."""
+    return float(Path("/proc/uptime").read_text().split()[0])
+
+
+def _started_after(proc: Path, moment: float) -> bool:
+    """Whether the process started after ``moment`` (seconds since boot); a process gone meanwhile: False."""
+    try:
+        stat = (proc / "stat").read_text()
+    except OSError:
+        return False
+    start_ticks = int(stat.rsplit(")", 1)[1].split()[19])  # field 22, after the command in parentheses
+    return start_ticks / os.sysconf("SC_CLK_TCK") > moment
 
 
 def links_left(tag: str) -> list[str]:

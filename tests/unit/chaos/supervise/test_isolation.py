@@ -19,6 +19,7 @@ from chaos.supervise.isolation import (
     IsolationUnavailable,
     Room,
     links_left,
+    since_boot,
     still_held,
     unavailable,
 )
@@ -57,8 +58,9 @@ def test_a_port_taken_on_the_machine_is_free_inside_the_run_and_nothing_is_left(
         assert set(inodes.values()) == {"net"}
     finally:
         taken.close()
+        closing = since_boot()
         assert room.close() == []
-    assert still_held(inodes) == []
+    assert still_held(inodes, closing) == []
 
 
 @needs_namespaces
@@ -92,12 +94,13 @@ def test_a_process_still_inside_after_close_is_named_as_a_leftover(tmp_path: Pat
         left = room.close(timeout_s=0.5)
         assert left == [f"net:[{next(iter(inodes))}] held by pid {stray.pid}"]
     finally:
+        killed = since_boot()
         stray.kill()
         stray.wait()
     deadline = time.monotonic() + 3
-    while still_held(inodes) and time.monotonic() < deadline:
+    while still_held(inodes, killed) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert still_held(inodes) == []
+    assert still_held(inodes, killed) == []
 
 
 SERVE = """
@@ -152,8 +155,9 @@ def test_node_networks_are_bridged_and_a_link_is_cut_limited_and_restored() -> N
         server.kill()
         server.wait()
         inodes = _inodes(room)
+        closing = since_boot()
         assert room.close() == []
-    assert still_held(inodes) == [] and links_left(tag) == []
+    assert still_held(inodes, closing) == [] and links_left(tag) == []
 
 
 @needs_namespaces
@@ -216,12 +220,13 @@ def test_a_sigkilled_runner_leaves_no_namespace_behind(tmp_path: Path) -> None:
     pid, tag, shown = runner.stdout.readline().split(" ", 2)
     inodes = eval(shown)  # noqa: S307 - the dict this test's own child printed
     assert set(inodes.values()) == {"net", "mnt"} and len(inodes) == 5  # hub net; per node net and mnt
+    killed = since_boot()  # a namespace made later (another test's, another run's) may reuse a number
     runner.kill()
     runner.wait()
     end = time.monotonic() + 3
-    while (still_held(inodes) or Path(f"/proc/{pid}").exists()) and time.monotonic() < end:
+    while (still_held(inodes, killed) or Path(f"/proc/{pid}").exists()) and time.monotonic() < end:
         time.sleep(0.05)
-    assert still_held(inodes) == [] and not Path(f"/proc/{pid}").exists()
+    assert still_held(inodes, killed) == [] and not Path(f"/proc/{pid}").exists()
     assert links_left(tag) == [] and str(disk) not in Path("/proc/self/mountinfo").read_text()
 
 
