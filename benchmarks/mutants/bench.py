@@ -113,6 +113,7 @@ def warm_baselines(out: Path) -> None:
 def bench(mutant: Mutant, budget: str, out: Path) -> MutantResult:
     start = time.monotonic()
     result = MutantResult(mutant.name, mutant.bug)
+    shutil.rmtree(out / mutant.name, ignore_errors=True)  # explore would reuse an earlier run's judgments
     with tempfile.TemporaryDirectory(prefix=f"mutant-{mutant.name}-") as tmp:
         root = project_copy(mutant, Path(tmp))
         for scenario in mutant.scenarios:

@@ -195,8 +195,9 @@ class Search:
 
     def judge(self, schedule: Schedule) -> Record | None:
         """The schedule run and judged (or as judged before); None when the time left fits no run."""
+        faults, expect = [f.to_yaml() for f in schedule.faults], expect_for(self.base, self.space, schedule)
         known = self.judged.get(schedule.key) or self.earlier.get(schedule.key)
-        if known is not None:
+        if known is not None and known.expect == expect:  # judged against what the invariants say of it now
             self.judged[schedule.key] = known
             return known
         typical = statistics.median(r.run_s for r in self.judged.values() if not r.reused) if self._fresh() else self.estimate
@@ -204,7 +205,6 @@ class Search:
             self.cut = self.cut or any(r.broken for r in self.judged.values())
             return None
         t0 = time.monotonic()
-        faults, expect = [f.to_yaml() for f in schedule.faults], expect_for(self.base, self.space, schedule)
         scenario = self.base.replace(name=f"{self.base.name}-explore", faults=faults, expect=expect, known_failure=None)
         outcome = run_scenario(scenario, self.options.out / "runs", progress=None)
         run_s = time.monotonic() - t0
