@@ -54,6 +54,7 @@ from runlog.records import (
 )
 from trainer.components import Component, LoadPhase, SavePhase
 from trainer.config import CheckpointConfig
+from trainer.storage_errors import storage_error
 
 if TYPE_CHECKING:
     from trainer.local_checkpoint import LocalCheckpointer
@@ -70,17 +71,6 @@ class CheckpointError(RuntimeError):
 
 class SaveFailed(RuntimeError):
     """The storage refused a checkpoint save and checkpoint.on_save_failure is exit: the rank exits with it."""
-
-
-def storage_error(e: BaseException) -> OSError | None:
-    """The OSError at the root of a failed write: itself, one of the per-rank failures DCP gathers into a
-    CheckpointException, or the cause of either; None when the failure is not the storage's."""
-    if isinstance(e, OSError):
-        return e
-    if isinstance(e, CheckpointException):
-        return next((found for exc, _ in e.failures.values() if (found := storage_error(exc)) is not None), None)
-    cause = e.__cause__ or e.__context__
-    return None if cause is None else storage_error(cause)
 
 
 class Checkpointable(Protocol):
@@ -286,10 +276,10 @@ class Checkpointer:
         tmp = final.with_name(final.name + ".tmp")
         self.events.write(CheckpointSaveBegin(iteration, str(final), self.cfg.async_save))
         t0 = time.monotonic()
-        if self._failed(iteration, tmp, self._try(self._make_tmp, tmp) if self.rank == 0 else None):
+        if self._failed(iteration, tmp, self._try(self._make_tmp, tmp, tmp) if self.rank == 0 else None):
             return
         self._on_save(SavePhase.BEGIN, iteration)
-        if self._failed(iteration, tmp, self._try(self._write_rank_state, tmp, state)):
+        if self._failed(iteration, tmp, self._try(self._write_rank_state, tmp, tmp, state)):
             return
         if self.cfg.async_save:
             future = dcp.async_save(
@@ -298,11 +288,11 @@ class Checkpointer:
             self._pending = _PendingSave(iteration, tmp, future, t0)
             self._on_save(SavePhase.ISSUED, iteration)
             return
-        written = self._try(dcp.save, state.sharded_state_dict(), checkpoint_id=str(tmp))
+        written = self._try(dcp.save, tmp, state.sharded_state_dict(), checkpoint_id=str(tmp))
         self._on_save(SavePhase.ISSUED, iteration)
         if self._failed(iteration, tmp, written):
             return
-        if self._failed(iteration, tmp, self._try(self._seal, iteration, tmp)):
+        if self._failed(iteration, tmp, self._try(self._seal, tmp, iteration, tmp)):
             return  # every rank's save_end then means: sealed and named in the tracker
         self._log_end(iteration, t0, is_async=False)
 
@@ -311,12 +301,13 @@ class Checkpointer:
         (tmp / "rank_state").mkdir(parents=True)
 
     @staticmethod
-    def _try(write: Callable[..., object], *args: Any, **kwargs: Any) -> str | None:
-        """None when `write` succeeded, else the text of the storage's error; any other failure is raised."""
+    def _try(write: Callable[..., object], where: Path, *args: Any, **kwargs: Any) -> str | None:
+        """None when `write` (to `where`) succeeded, else the text of the storage's error; any other
+        failure is raised."""
         try:
             write(*args, **kwargs)
         except (Exception, CheckpointException) as e:  # DCP's CheckpointException is a BaseException
-            found = storage_error(e)
+            found = storage_error(e, where)
             if found is None:
                 raise
             return f"[Errno {found.errno}] {found.strerror}" if found.strerror else str(found)
@@ -399,7 +390,8 @@ class Checkpointer:
         # at the coordinator before it writes the metadata), so rank 0 may seal without a barrier.
         # (Other ranks' save_end therefore means "my part is written"; rank 0's means "sealed".) A failed
         # write fails every rank's future: DCP hands the coordinator's outcome to all.
-        error = self._try(pending.future.result) or self._try(self._seal, pending.iteration, pending.tmp)
+        error = self._try(pending.future.result, pending.tmp)
+        error = error or self._try(self._seal, pending.tmp, pending.iteration, pending.tmp)
         if not self._failed(pending.iteration, pending.tmp, error, is_async=True):
             self._log_end(pending.iteration, pending.started, is_async=True)
 

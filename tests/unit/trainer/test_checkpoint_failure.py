@@ -7,6 +7,7 @@ step 10 runs out of space part-way while the step-5 checkpoint stays. Needs root
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -146,3 +147,21 @@ def test_a_save_that_fails_for_another_reason_is_an_error_exit_not_a_storage_fai
         assert (exit_["reason"], exit_["code"], exit_["iteration"]) == ("error", 1, 5)
         assert exit_["error"].startswith("CheckpointException") and "a writer bug" in exit_["error"]
         assert run.events("checkpoint_save_failed", rank) == []
+
+
+def test_torchs_errno_less_write_failure_is_a_full_disk_only_where_the_disk_is_full(tmp_path, disk):
+    """torch.save reports a full disk as a RuntimeError without errno; DCP gathers it per rank. It reads as
+    ENOSPC where the file system has no room (this flaked 1 in 3: the save then raised as a bug), and as no
+    storage error where it has room (a real bug stays a bug)."""
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    from trainer.storage_errors import storage_error
+
+    failure = CheckpointException("save", {0: (RuntimeError("[enforce fail at inline_container.cc:783] . unexpected pos 8896 vs 8790"), None)})
+    assert storage_error(failure, tmp_path) is None
+    seen = disk.inside(disk.path)
+    with open(seen / "filler", "wb", buffering=0) as f, contextlib.suppress(OSError):  # ends at ENOSPC
+        while True:
+            f.write(bytes(1 << 16))
+    found = storage_error(failure, seen / "ckpt" / "iter_0000010.tmp")
+    assert found is not None and found.errno == 28
