@@ -2,9 +2,11 @@
 None when the failure is not the storage's (trainer/checkpoint.py then raises it as the bug it is).
 
 torch.save hides a full disk from its callers: its C++ stream writer raises a RuntimeError with no errno
-("PytorchStreamWriter failed writing file", "unexpected pos", "basic_ios::clear: iostream error"), and
-DCP gathers such per-rank failures into a CheckpointException. Where the write went, the file system is
-asked (statvfs): a stream-writer failure on a file system with no room left is the disk being full.
+("unexpected pos 704 vs 598", "PytorchStreamWriter failed writing file", "basic_ios::clear: iostream
+error"), and DCP gathers such per-rank failures into a CheckpointException. "unexpected pos" is a short
+write, which a regular file gets when its device is full: ENOSPC. For the others the file system the write
+went to is asked (statvfs), and one with no room left is the disk being full. (Asking it for a short write
+too would race: in an async save a peer may already have removed the failed folder and freed the space.)
 """
 
 from __future__ import annotations
@@ -15,19 +17,24 @@ from pathlib import Path
 
 from torch.distributed.checkpoint.api import CheckpointException
 
-STREAM_WRITE_FAILED = ("PytorchStreamWriter failed writing", "unexpected pos", "basic_ios::clear")
-"""What torch's serialization says when the file under it could not be written."""
+SHORT_WRITE = "unexpected pos"
+"""What torch's stream writer says when fewer bytes reached the file than it wrote."""
+STREAM_WRITE_FAILED = ("PytorchStreamWriter failed writing", "basic_ios::clear")
+"""What else torch's serialization says when the file under it could not be written."""
 NO_ROOM_BYTES = 64 * 1024
 """Free space under which a file system counts as full (a failed write leaves its partial file there)."""
 
 
 def storage_error(e: BaseException, where: Path | None = None) -> OSError | None:
     """The OSError at the root of a failed write to ``where``: itself, one of the per-rank failures DCP
-    gathers into a CheckpointException, the cause of either, or torch's stream-writer failure on a file
-    system with no room left (then ENOSPC); None when the failure is not the storage's."""
+    gathers into a CheckpointException, the cause of either, or torch's stream writer's short write, or its
+    other write failures on a file system with no room left (then ENOSPC); None when the failure is not the
+    storage's."""
     found = _os_error(e)
-    if found is None and where is not None and _stream_write_failed(e) and _no_room(where):
-        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(where))
+    if found is None and (_torch_says(e, (SHORT_WRITE,)) or (
+        where is not None and _torch_says(e, STREAM_WRITE_FAILED) and _no_room(where)
+    )):
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), None if where is None else str(where))
     return found
 
 
@@ -42,8 +49,8 @@ def _os_error(e: BaseException) -> OSError | None:
     return next((c for c in _causes(e) if isinstance(c, OSError)), None)
 
 
-def _stream_write_failed(e: BaseException) -> bool:
-    return any(isinstance(c, RuntimeError) and any(s in str(c) for s in STREAM_WRITE_FAILED) for c in _causes(e))
+def _torch_says(e: BaseException, texts: tuple[str, ...]) -> bool:
+    return any(isinstance(c, RuntimeError) and any(t in str(c) for t in texts) for c in _causes(e))
 
 
 def _no_room(where: Path) -> bool:

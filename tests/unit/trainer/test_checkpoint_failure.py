@@ -149,19 +149,25 @@ def test_a_save_that_fails_for_another_reason_is_an_error_exit_not_a_storage_fai
         assert run.events("checkpoint_save_failed", rank) == []
 
 
-def test_torchs_errno_less_write_failure_is_a_full_disk_only_where_the_disk_is_full(tmp_path, disk):
-    """torch.save reports a full disk as a RuntimeError without errno; DCP gathers it per rank. It reads as
-    ENOSPC where the file system has no room (this flaked 1 in 3: the save then raised as a bug), and as no
-    storage error where it has room (a real bug stays a bug)."""
+def test_torchs_errno_less_write_failures_read_as_the_full_disk_they_are(tmp_path, disk):
+    """torch.save reports a full disk as a RuntimeError without errno; DCP gathers it per rank (this flaked:
+    the save raised as a bug, the ranks exited 'error'). A short write ('unexpected pos') is ENOSPC; its
+    other write failures are ENOSPC where the file system has no room, and no storage error where it has
+    room; any other RuntimeError stays a bug."""
     from torch.distributed.checkpoint.api import CheckpointException
 
     from trainer.storage_errors import storage_error
 
-    failure = CheckpointException("save", {0: (RuntimeError("[enforce fail at inline_container.cc:783] . unexpected pos 8896 vs 8790"), None)})
-    assert storage_error(failure, tmp_path) is None
+    def gathered(message: str) -> CheckpointException:
+        return CheckpointException("save", {0: (RuntimeError(message), None)})
+
+    short = storage_error(gathered("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598"), tmp_path)
+    assert short is not None and short.errno == 28
+    stream = gathered("basic_ios::clear: iostream error")
+    assert storage_error(stream, tmp_path) is None and storage_error(gathered("a bug"), tmp_path) is None
     seen = disk.inside(disk.path)
     with open(seen / "filler", "wb", buffering=0) as f, contextlib.suppress(OSError):  # ends at ENOSPC
         while True:
             f.write(bytes(1 << 16))
-    found = storage_error(failure, seen / "ckpt" / "iter_0000010.tmp")
+    found = storage_error(stream, seen / "ckpt" / "iter_0000010.tmp")
     assert found is not None and found.errno == 28
