@@ -277,16 +277,16 @@ def smallest(records: list[Record]) -> dict[str, tuple[Record, int]]:
     return out
 
 
-def write_found(session: Search, invariant: str, record: Record) -> Path:
+def write_found(session: Search, invariants: list[str], record: Record) -> Path:
     """The failing schedule as a scenario file `chaos run` reproduces: the base's own file with its faults
     and the invariants' expectations."""
     folder = session.options.out / "found"
     folder.mkdir(parents=True, exist_ok=True)
-    name = f"found_{invariant}_{hashlib.sha256(record.key.encode()).hexdigest()[:6]}"
+    name = f"found_{invariants[0]}_{hashlib.sha256(record.key.encode()).hexdigest()[:6]}"
     raw = yaml.safe_load(session.options.base.read_text())
     raw.pop("known_failure", None)
-    description = (f"Found by chaos explore (seed {session.options.seed}) from {session.options.base}: {SAYS.get(invariant, invariant)} "
-                   f"broke under {record.key}.")
+    says = "; ".join(SAYS.get(i, i) for i in invariants)
+    description = f"Found by chaos explore (seed {session.options.seed}) from {session.options.base}: {says}: broken under {record.key}."
     data = {**raw, "name": name, "description": description, "faults": record.faults,
             "expect": record.expect}
     path = folder / f"{name}.yaml"
@@ -295,11 +295,10 @@ def write_found(session: Search, invariant: str, record: Record) -> Path:
     return path
 
 
-def reproduce(session: Search, path: Path, invariant: str) -> list[bool]:
-    """Run the scenario file `reruns` times; whether each broke the invariant again."""
+def reruns(session: Search, path: Path) -> list[dict[str, Any]]:
+    """The scenario file run `reruns` times: each run's journal."""
     scenario = load_scenario(path)
-    return [invariant in broken(run_scenario(scenario, session.options.out / "runs", progress=None).journal)
-            for _ in range(session.options.reruns)]
+    return [run_scenario(scenario, session.options.out / "runs", progress=None).journal for _ in range(session.options.reruns)]
 
 
 def explore(options: Options, progress: Callable[[str], None] | None = print) -> Exploration:
@@ -313,11 +312,16 @@ def explore(options: Options, progress: Callable[[str], None] | None = print) ->
     search(session)
     result = Exploration(options, base.name, [k.label for k in space.kinds], list(space.steps()), len(space.cells()),
                          list(session.judged.values()), shrink_cut=session.cut)
-    for invariant, (record, count) in smallest(result.records).items():
-        path = write_found(session, invariant, record)
-        if progress:
-            progress(f"explore: {invariant} broken by {record.key}; rerunning {path} {options.reruns} times")
-        again = reproduce(session, path, invariant)
+    files: dict[str, tuple[Path, list[dict[str, Any]]]] = {}  # one file and one set of reruns per schedule
+    found = smallest(result.records)
+    for invariant, (record, count) in found.items():
+        if record.key not in files:
+            path = write_found(session, [i for i, (r, _) in found.items() if r.key == record.key], record)
+            if progress:
+                progress(f"explore: {record.key} broke an invariant; rerunning {path} {options.reruns} times")
+            files[record.key] = path, reruns(session, path)
+        path, journals = files[record.key]
+        again = [invariant in broken(j) for j in journals]
         reproduced = "always" if all(again) else "sometimes" if any(again) else "never"
         first = min(r.found_at_s for r in result.records if invariant in r.broken)
         result.found.append(Found(
