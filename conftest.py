@@ -2,11 +2,13 @@
 
 Fixtures, not imports: ``make_scenario(**fields)`` (a valid two-rank scenario with the fields replaced),
 ``event(name, mono, rank=0, attempt=0, **fields)`` (one event as read back from a run folder), ``run_logs``
-(a run folder whose event files tests write through the real writer), and ``scenarios_dir`` (the catalogue).
+(a run folder whose event files tests write through the real writer), ``scenarios_dir`` (the catalogue), and
+``checkout_strays`` (what a command under test added to the project's checkout).
 """
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -81,3 +83,27 @@ def run_logs(tmp_path: Path) -> Iterator[RunLogs]:
         yield logs
     finally:
         logs.close()
+
+
+def _untracked() -> set[str]:
+    """The checkout's untracked files (its chaos-runs/ is ignored)."""
+    out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout
+    return {line[3:] for line in out.splitlines() if line.startswith("?? ")}
+
+
+class CheckoutStrays:
+    """The checkout's untracked files when the test began, to tell what a command under test added."""
+
+    def __init__(self) -> None:
+        self.before = _untracked()
+
+    def added(self, mark: str) -> set[str]:
+        """Files the checkout gained since, at its top or named with `mark` (as the command under test names
+        its files) anywhere in it: files others add to the checkout meanwhile are no stray of this test's."""
+        return {p for p in _untracked() - self.before if "/" not in p or mark in p}
+
+
+@pytest.fixture
+def checkout_strays() -> CheckoutStrays:
+    return CheckoutStrays()

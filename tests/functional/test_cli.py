@@ -75,7 +75,7 @@ def test_a_file_past_the_value_limit_says_whether_its_aliases_or_its_size_did_it
     ]
 
 
-def test_an_external_command_writes_its_files_in_its_run_folder(tmp_path: Path) -> None:
+def test_an_external_command_writes_its_files_in_its_run_folder(tmp_path: Path, checkout_strays) -> None:
     """A command writing to a relative path, run from a folder of the user's: the file lands in the run
     folder the output names; neither that folder, nor the scenario's, nor the checkout gains a file."""
     scenarios, cwd = tmp_path / "scenarios", tmp_path / "cwd"
@@ -89,7 +89,6 @@ def test_an_external_command_writes_its_files_in_its_run_folder(tmp_path: Path) 
         "name: writes_files\ndescription: a command that writes a file to a relative path\nworld_size: 1\n"
         "launcher: torchrun\ncommand: [python, writer.py]\nexpect: {exit_code: 0}\n"
     )
-    before = untracked()
     result = chaos("run", str(scenarios / "writes_files.yaml"), "--out", str(tmp_path / "runs"), cwd=cwd)
     assert result.returncode == 0, result.stdout + result.stderr
     (run_dir,) = (tmp_path / "runs").iterdir()
@@ -97,20 +96,8 @@ def test_an_external_command_writes_its_files_in_its_run_folder(tmp_path: Path) 
     assert (run_dir / "written-by-rank-0.txt").read_text() == str(run_dir)
     assert list(cwd.iterdir()) == []
     assert sorted(p.name for p in scenarios.iterdir()) == ["writer.py", "writes_files.yaml"]
-    assert strays(before) == set()
+    assert checkout_strays.added("written-by-rank-") == set()
 
-
-def untracked() -> set[str]:
-    """The checkout's untracked files (its chaos-runs/ is ignored)."""
-    out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT, capture_output=True,
-                         text=True, check=True).stdout
-    return {line[3:] for line in out.splitlines() if line.startswith("?? ")}
-
-
-def strays(before: set[str]) -> set[str]:
-    """Files the checkout gained since `before` at its top, or named as the command under test names its
-    files anywhere in it (files others add to the checkout meanwhile are no stray of this test's)."""
-    return {p for p in untracked() - before if "/" not in p or "written-by-rank-" in p}
 
 
 def columns_line_up(table: str) -> list[list[str]]:

@@ -267,27 +267,14 @@ def test_a_nan_step_or_a_missing_step_diverges_under_every_preset(tmp_path, pres
     assert "MISSING in a" in result.stdout
 
 
-def test_the_picture_goes_under_chaos_runs_and_nothing_else_is_written(tmp_path):
+def test_the_picture_goes_under_chaos_runs_and_nothing_else_is_written(tmp_path, checkout_strays):
     """From a folder of its own: the one file written is the picture, at the path the output names; the
     project's checkout gains nothing."""
-    before = untracked()
     result = chaos(DATA / "mlm_corr" / "output.log", DATA / "bridge_corr" / "output.log", "--tolerance", "bf16",
                    cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     picture = "chaos-runs/correlate/mlm_corr_output.log-vs-bridge_corr_output.log.png"
     assert result.stdout.splitlines()[-1] == f"picture: {picture}"
     assert [str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file()] == [picture]
-    assert strays(before) == set()
+    assert checkout_strays.added(".png") == set()
 
-
-def untracked() -> set[str]:
-    """The checkout's untracked files (its chaos-runs/ is ignored)."""
-    out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT, capture_output=True,
-                         text=True, check=True).stdout
-    return {line[3:] for line in out.splitlines() if line.startswith("?? ")}
-
-
-def strays(before: set[str]) -> set[str]:
-    """Files the checkout gained since `before` at its top, or named as the command under test names its
-    files anywhere in it (files others add to the checkout meanwhile are no stray of this test's)."""
-    return {p for p in untracked() - before if "/" not in p or ".png" in p}
