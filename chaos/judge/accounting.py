@@ -120,7 +120,7 @@ def account(events: Iterable[Event], planned: Iterable[Mapping[str, Any]], logs:
     ``logs``: the launcher logs' text by node ("" for the one-node launcher.log), where a failure's cause
     line is quoted from when no event carries it."""
     ordered = sorted((e for e in events if e["event"] not in OWN_EVENTS), key=lambda e: e["mono"])
-    faults = [e for e in ordered if e["event"] == names.FAULT_INJECTED]
+    faults = [e for e in ordered if _is_injection(e)]
     failures = [_explain(signs, faults, ordered) for signs in _failures(ordered, logs)]
     return Accounting(tuple(failures), tuple(_never_due(planned, ordered)))
 
@@ -170,7 +170,7 @@ def _explain(signs: list[Failure], faults: list[Event], events: list[Event]) -> 
     fault that explains it, if any (the rules in the module's docstring)."""
     failure = signs[0]
     own = [f for f in faults if f["attempt"] == failure.attempt and f["mono"] <= failure.mono + FAULT_SLACK_S]
-    own = [f for f in own if f["fault"] != "host_oom" or _oom_kill(f, events)]
+    own = [f for f in own if f.get("fault") != "host_oom" or _oom_kill(f, events)]
     if own:
         struck = next((s for s in signs if s.rank is not None and s.rank == own[-1].get("target_rank")), failure)
         if (kill := _oom_kill(own[-1], events)) is not None:
@@ -184,14 +184,23 @@ def _explain(signs: list[Failure], faults: list[Event], events: list[Event]) -> 
 
 def _oom_kill(fault: Event, events: list[Event]) -> Event | None:
     """The kernel's OOM kill of a host_oom fault's rank, after the fault (the runner's oom_kill event)."""
-    if fault["fault"] != "host_oom":
+    if fault.get("fault") != "host_oom":
         return None
     kills = (e for e in events if e["event"] == names.OOM_KILL and e["mono"] >= fault["mono"])
     return next((e for e in kills if e.get("target_rank") == fault.get("target_rank")), None)
 
 
+def _is_injection(e: Event) -> bool:
+    """A fault struck: the harness's (``fault_injected``), or the trainer's own rerun error injection
+    (rerun_state_machine.error_injection_rate, Megatron's RerunErrorInjector), which its ``rerun`` event
+    names as the failed check."""
+    return e["event"] == names.FAULT_INJECTED or (e["event"] == names.RERUN and e.get("check") == "injected")
+
+
 def _fault_id(fault: Event) -> str:
-    """A planned fault's id; a fault a foreign trainer's own injector announced (Megatron's) has none: its kind."""
+    """A planned fault's id; a fault a trainer's own injector made (Megatron's, ours) has none: its kind."""
+    if fault["event"] == names.RERUN:
+        return "rerun_error_injection"
     return str(fault.get("fault_id") or fault["fault"])
 
 

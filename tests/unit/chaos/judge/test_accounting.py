@@ -133,3 +133,12 @@ def test_without_an_exception_the_cause_is_the_workers_last_line(event):
     events = [event("worker_failed", 2.0, rank=-1, exitcode=2, local_rank=0, line=line)]
     (failure,) = account(events, [], {"": log}).unexplained
     assert failure.cause.endswith("can't open file '/run/drivers/megatron_lm.py': [Errno 2] No such file or directory")
+
+
+def test_the_trainers_own_rerun_error_injection_explains_its_exit(event):
+    """rerun_state_machine.error_injection_rate: the trainer injects the error itself; its rerun event says
+    so, and the exit 17 it leads to is that injection's, not unexplained."""
+    events = [event("run_start", 0.5), event("rerun", 1.0, state="rerunning_in_place", check="injected", iteration=3),
+              event("exit", 2.0, reason="rerun", code=17, error="transient error")]
+    (failure,) = account(events, [], {"": ""}).failures
+    assert failure.explained_by == "rerun_error_injection"
