@@ -164,7 +164,7 @@ def test_the_next_run_sweeps_what_a_runner_killed_with_its_watchdog_left(tmp_pat
     runner, run_dir = _start_reap_run(tmp_path, "reap_swept")
     try:
         (watchdog,) = [c for c in _children(runner.pid) if "chaos.supervise.watchdog" in _cmdline(c)]
-        (launcher,) = [c for c in _children(runner.pid) if c != watchdog]
+        (launcher,) = [c for c in _children(runner.pid) if "--rdzv-endpoint=" in _cmdline(c)]  # not nshold.py
         tmp_dir = Path(_env_of(launcher)["TMPDIR"])
         port = next(int(a.rsplit(":", 1)[1]) for a in _cmdline(launcher).split() if a.startswith("--rdzv-endpoint="))
         claim = Path(tempfile.gettempdir()) / "chaos-port-claims" / str(port)
@@ -269,11 +269,11 @@ def test_a_checkpoint_fault_with_no_checkpoint_to_break_is_not_counted(tmp_path:
         expect={"exit_code": 0, "restarts": 1, "faults_injected": 1},
     )
     result = chaos("run", str(path), "--out", str(tmp_path / "runs"), cwd=tmp_path)
-    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.returncode == 3, result.stdout + result.stderr  # a broken run: a planned fault found no target
     assert "faults_found_targets" in result.stdout and "no checkpoint to corrupt" in result.stdout, result.stdout
     (run_dir,) = (tmp_path / "runs").iterdir()
     journal = json.loads((run_dir / "journal.json").read_text())
-    assert journal["metrics"]["faults_injected"] == 1
+    assert journal["status"] == "broken" and journal["metrics"]["faults_injected"] == 1
     failed = [v["name"] for v in journal["verdicts"] if not v["passed"]]
     assert failed == ["faults_found_targets"], journal["verdicts"]
 
@@ -287,8 +287,8 @@ def test_a_scenario_without_expectations_fails_when_the_job_fails(tmp_path: Path
     path = write_scenario(tmp_path, "no_expect", world_size=1, launcher="torchrun", max_restarts=0,
                           command=["python", "-c", "import sys; sys.exit(1)"])
     result = chaos("run", str(path), "--out", str(tmp_path / "runs"), cwd=tmp_path)
-    assert result.returncode == 1, result.stdout + result.stderr
-    assert "exit_code" in result.stdout
+    assert result.returncode == 3, result.stdout + result.stderr  # broken: a failure no injected fault explains
+    assert "FAIL exit_code" in result.stdout and "FAIL unexplained_failures" in result.stdout
 
 
 # ------------------------------------------------------------------------------ 3. bad input
