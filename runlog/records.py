@@ -139,6 +139,8 @@ class ObservedStep(Record):
     event = names.STEP
     iteration: int
     loss: float
+    attempt: int
+    """The attempt of the workers that printed it (chaos/supervise/attempts.py, ``printing``)."""
     step_time: float | None = None
     """Not observed: a command's output line states no step time."""
     observed: bool = True

@@ -25,6 +25,11 @@ LAUNCHER_PATTERNS: list[tuple[type[LauncherLine], re.Pattern[str]]] = [
     ),
     (NcclWatchdog, re.compile(r"Watchdog caught collective operation timeout")),
 ]
+NEXT_ROUND = re.compile(r"attempts to join the next round of the rendezvous|\] Rendezvous'ing worker group")
+"""What an agent prints once it has stopped a round's workers and before it starts the next round's: NVRx's
+legacy and barrier rendezvous (ft_launcher 0.4 to 0.7) log the first from ``next_rendezvous``, torchrun's agent
+the second from ``_rendezvous``; both are called after the stop returned. A restart line comes before the stop,
+so a surviving worker's last lines can follow it: output is the next round's only after this line."""
 
 
 def classify(line: str) -> LauncherLine | None:

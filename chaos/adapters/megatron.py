@@ -66,7 +66,7 @@ from typing import Any
 
 from chaos.adapters import lineage
 from chaos.adapters import megatron_lines as lines
-from chaos.adapters.launcher import classify
+from chaos.adapters.launcher import NEXT_ROUND, classify
 from runlog.records import LauncherLine
 
 LOSS_KEY = "lm loss"
@@ -77,7 +77,8 @@ class Record:
     """One event a log line stands for: its docs/events.md name and fields, and where it came from.
 
     ``rank`` is 0 for the trainer's lines (rank 0 and the last rank print the same values) and -1 for the
-    launcher's; ``attempt`` counts the launcher's restart lines before it; ``line`` is where it stands in
+    launcher's; ``attempt`` counts the launcher's restarts before it (each from its agent's rendezvous line
+    after the restart line: ``NEXT_ROUND``; a surviving rank prints on until then); ``line`` is where it stands in
     the log (a record a later line completes stands at its first line, an exit or an announced fault at
     the line that gives it out); ``wall`` is the time it happened as the log states it (epoch seconds of
     the writer's local time), None where the log states none.
@@ -106,7 +107,7 @@ class _Report:
 class MegatronLog:
     """Translates a Megatron run's output lines, fed in order, into records.
 
-    State spans lines: the attempt (launcher restart lines), the last step of the attempt, a save whose
+    State spans lines: the attempt (launcher restarts), the last step of the attempt, a save whose
     kind (sync or async) a later line tells, an exit announced before its checkpoint is written, a
     straggler report printed over several lines, and Bridge's fault line printed twice. A record that
     waits for a later line is given out when that line arrives, or by ``close()`` at the end of the log.
@@ -125,6 +126,8 @@ class MegatronLog:
         self._planned: Record | None = None
         self._signalled: int | None = None
         """The attempt in which Bridge printed that a signal came (its exit line then repeats no signal)."""
+        self.restarting = False
+        """A restart line came and its agent's rendezvous line not yet: lines are still the last attempt's."""
 
     def feed(self, line: str) -> list[Record]:
         """The records this line completes (often none)."""
@@ -133,6 +136,8 @@ class MegatronLog:
         if wall is not None:
             self.last_wall = wall
         launcher = classify(line)
+        if self.restarting and NEXT_ROUND.search(line):
+            self._next_attempt()
         out = self._fire_planned(wall) + self._straggler(line, wall)
         if launcher is not None:
             out += self._launcher(launcher, wall)
@@ -157,11 +162,14 @@ class MegatronLog:
         fields = {k: v for k, v in seen.fields().items() if k not in ("line", "node")}
         out = self.close() if kind == "restart" else self._flush_exit()
         out.append(self._record(kind, wall, rank=-1, **fields))
-        if kind == "restart":
-            self.attempt += 1
-            self.last_step = None
-            self._async.clear()
+        self.restarting = self.restarting or kind == "restart"
         return out
+
+    def _next_attempt(self) -> None:
+        self.attempt += 1
+        self.restarting = False
+        self.last_step = None
+        self._async.clear()
 
     def _trainer(self, line: str, wall: float | None) -> list[Record]:
         m = lines.ITERATION.search(line)

@@ -1,8 +1,8 @@
 """A foreign trainer's output read live by its adapter: every record the adapter gives becomes an event.
 
 A ``command:`` scenario that names an ``adapter:`` (docs/scenarios.md) is judged from what its trainer
-prints: the launch hands every output line here in order (``Launch.on_line``, after a restart line moved
-the attempt tracker), the adapter (``chaos.adapters.megatron.MegatronLog``) turns the lines into records
+prints: the launch hands every output line here in order (``Launch.on_line``, with the attempt of the
+workers that wrote it), the adapter (``chaos.adapters.megatron.MegatronLog``) turns the lines into records
 (steps, checkpoints, resumes, FT timeouts, faults, rerun decisions, exits, straggler reports), and each
 record is written to ``events/observed.jsonl`` as the event docs/events.md names, with ``observed: true``
 and ``line`` (its line in launcher.log). The launcher's own lines (a worker's death, a restart, NVRx's
@@ -21,14 +21,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from chaos.adapters.launcher import classify
 from chaos.adapters.megatron import MegatronLog, Record
 from chaos.adapters.megatron_lines import line_time
-from chaos.supervise.attempts import AttemptTracker
 from chaos.supervise.signals import drain
 from runlog import names
 from runlog.log import EventLog
-from runlog.records import ObservedEvent, Restart
+from runlog.records import ObservedEvent
 
 ADAPTERS: dict[str, Callable[[int], MegatronLog]] = {"megatron": MegatronLog}
 """The adapters a scenario can name, each built with the attempt its launch starts in."""
@@ -39,14 +37,14 @@ KEPT_LINES = 5000
 class AdapterSteps:
     """Feeds a launch's output lines to the scenario's adapter and writes what it gives as observed events.
 
-    One adapter per launch: a line that finds the attempt tracker past the adapter's attempt without a
-    restart line of its own (a relaunch: the next launch numbers its attempts on) closes the last launch's
-    adapter, whose pending records (an exit announced before its checkpoint) are given out then.
+    One adapter per launch: a line written in an attempt past the adapter's, while the adapter is not between
+    a restart line and its rendezvous line (a relaunch: the next launch numbers its attempts on), closes the
+    last launch's adapter, whose pending records (an exit announced before its checkpoint) are given out then.
     """
 
-    def __init__(self, run_dir: Path, adapter: str, attempts: AttemptTracker):
-        self.make, self.attempts = ADAPTERS[adapter], attempts
-        self.log = EventLog(run_dir, "observed", rank=0, attempt=attempts.launcher)
+    def __init__(self, run_dir: Path, adapter: str):
+        self.make = ADAPTERS[adapter]
+        self.log = EventLog(run_dir, "observed", rank=0, attempt=0)  # each record states its own
         self._adapter: MegatronLog | None = None
         self._arrived: dict[int, tuple[float, float, float | None]] = {}
         """Line number of this launch -> (mono, wall) it arrived at, and the time it states."""
@@ -54,11 +52,11 @@ class AdapterSteps:
         """Output lines of earlier launches (launcher.log numbers on across them)."""
         self._found: queue.SimpleQueue[tuple[int, int]] = queue.SimpleQueue()
 
-    def line(self, text: str) -> None:
-        """One output line of the job (called from the launch's reader thread)."""
+    def line(self, text: str, attempt: int) -> None:
+        """One output line of the job, written in `attempt` (called from the launch's reader thread)."""
         adapter = self._adapter
-        if adapter is None or (self.attempts.launcher() > adapter.attempt and not isinstance(classify(text), Restart)):
-            adapter = self._new_launch()
+        if adapter is None or (attempt > adapter.attempt and not adapter.restarting):
+            adapter = self._new_launch(attempt)
         self._arrived[adapter.line_no + 1] = (time.monotonic(), time.time(), line_time(text))
         self._arrived.pop(adapter.line_no + 1 - KEPT_LINES, None)
         self._write(adapter.feed(text))
@@ -73,11 +71,11 @@ class AdapterSteps:
             self._write(self._adapter.close())
         self.log.close()
 
-    def _new_launch(self) -> MegatronLog:
+    def _new_launch(self, attempt: int) -> MegatronLog:
         if self._adapter is not None:
             self._write(self._adapter.close())
             self._lines_before += self._adapter.line_no
-        self._adapter, self._arrived = self.make(self.attempts.launcher()), {}
+        self._adapter, self._arrived = self.make(attempt), {}
         return self._adapter
 
     def _write(self, records: list[Record]) -> None:

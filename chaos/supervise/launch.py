@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO
 
-from chaos.adapters.launcher import follow
+from chaos.adapters.launcher import NEXT_ROUND, follow
 from chaos.supervise import deathsig
 from chaos.supervise.attempts import AttemptTracker
 from chaos.supervise.deadline import DeadlineClock
@@ -116,12 +116,14 @@ class Launch:
     """The agents of one launch; `wait()` returns once every agent has exited (or was killed).
 
     ``on_tick`` runs every 0.1 s of the watch (the runner's faults and progress view); ``on_line`` gets
-    every output line of a one-node launch in order, after its restart line moved the attempt tracker.
+    every output line of a one-node launch in order, with the round of the workers that wrote it
+    (``AttemptTracker.printing``: a restart line moves it only once the agent's rendezvous line says the last
+    round's workers are gone).
     """
 
     def __init__(
         self, spec: LaunchSpec, events: EventLog, attempts: AttemptTracker,
-        on_tick: Callable[[], None] = lambda: None, on_line: Callable[[str], None] | None = None,
+        on_tick: Callable[[], None] = lambda: None, on_line: Callable[[str, int], None] | None = None,
     ):
         self.spec, self.events, self.attempts = spec, events, attempts
         self.on_tick, self.on_line = on_tick, on_line
@@ -223,7 +225,12 @@ class Launch:
 
     def _read(self, agent: Agent, log: IO[bytes]) -> None:
         with log:
-            follow(agent.proc.stdout or (), log, lambda hit: self._launcher_line(agent, hit), self.on_line)
+            follow(agent.proc.stdout or (), log, lambda hit: self._launcher_line(agent, hit), lambda line: self._line(agent, line))
+
+    def _line(self, agent: Agent, line: str) -> None:
+        round_ = self.attempts.next_round(agent.key) if NEXT_ROUND.search(line) else self.attempts.printing(agent.key)
+        if self.on_line is not None:
+            self.on_line(line, round_)
 
     def _launcher_line(self, agent: Agent, hit: LauncherLine) -> None:
         with self._lock:

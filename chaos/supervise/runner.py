@@ -191,7 +191,7 @@ def execute(scenario: Scenario, run_dir: Path, seed: int, progress: Callable[[st
     attempts = AttemptTracker()
     events = EventLog(run_dir, "launcher", rank=-1, attempt=attempts.launcher)
     view = ProgressView(run_dir, progress) if progress else None
-    steps = observed_steps(scenario, run_dir, attempts)
+    steps = observed_steps(scenario, run_dir)
     external = ExternalFaults(plan, events, attempts, run_dir.name, steps, scenario.world_size, run_dir=run_dir)
 
     machine = RunMachine.start(plan, run_dir, events)
@@ -238,13 +238,13 @@ def execute(scenario: Scenario, run_dir: Path, seed: int, progress: Callable[[st
 Steps = EventSteps | LogSteps | AdapterSteps
 
 
-def observed_steps(scenario: Scenario, run_dir: Path, attempts: AttemptTracker) -> Steps:
+def observed_steps(scenario: Scenario, run_dir: Path) -> Steps:
     """Where the run's steps are seen: the trainer's events, a command's `step_pattern` lines, or what the
     scenario's `adapter` reads in the command's output (it writes every record it reads as an event)."""
     if scenario.adapter is not None:
-        return AdapterSteps(run_dir, scenario.adapter, attempts)
+        return AdapterSteps(run_dir, scenario.adapter)
     if scenario.step_pattern is not None:
-        return LogSteps(run_dir, scenario.step_pattern, attempts)
+        return LogSteps(run_dir, scenario.step_pattern)
     return EventSteps(run_dir)
 
 

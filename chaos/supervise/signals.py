@@ -91,21 +91,22 @@ class EpochSteps:
 class LogSteps:
     """Steps from the job's output lines, for a command that writes no events.
 
-    The launch hands it every output line in order (``Launch.on_line``), after a restart line has moved the
-    attempt tracker, so a step printed just before a restart is never credited to the next attempt. Each
+    The launch hands it every output line in order (``Launch.on_line``) with the attempt of the workers that
+    wrote it, so a step a surviving rank prints after the restart line, while its agent stops it, is credited
+    to the attempt it belongs to, never to the next one. Each
     match becomes a ``step`` event (rank 0, ``observed: true``, no step time) in ``events/observed.jsonl``;
     with an ``epoch`` group the ``step`` group counts within the epoch and the step is global
     (:class:`EpochSteps`). A match whose groups are no numbers is no step.
     """
 
-    def __init__(self, run_dir: Path, pattern: str, attempts: AttemptTracker):
-        self.pattern, self.attempts = re.compile(pattern), attempts
-        self.log = EventLog(run_dir, "observed", rank=0, attempt=attempts.launcher)
+    def __init__(self, run_dir: Path, pattern: str):
+        self.pattern = re.compile(pattern)
+        self.log = EventLog(run_dir, "observed", rank=0, attempt=0)  # each step states its own
         self.epochs = EpochSteps() if "epoch" in self.pattern.groupindex else None
         self._found: queue.SimpleQueue[tuple[int, int]] = queue.SimpleQueue()
 
-    def line(self, line: str) -> None:
-        """One output line of the job (called from the launch's reader thread)."""
+    def line(self, line: str, attempt: int) -> None:
+        """One output line of the job, written in `attempt` (called from the launch's reader thread)."""
         m = self.pattern.search(line)
         if m is None:
             return
@@ -116,7 +117,8 @@ class LogSteps:
                 step = self.epochs.step(int(m["epoch"]), step)
         except (TypeError, ValueError):
             return
-        self._found.put((self.log.write(ObservedStep(step, loss))["attempt"], step))
+        self.log.write(ObservedStep(step, loss, attempt=attempt))
+        self._found.put((attempt, step))
 
     def poll(self) -> list[tuple[int, int]]:
         """(attempt, step) of each step line since the last poll."""

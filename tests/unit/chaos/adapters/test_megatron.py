@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from chaos.adapters import lineage
+from chaos.adapters.launcher import NEXT_ROUND
 from chaos.adapters.megatron import (
     MegatronLog,
     Record,
@@ -97,6 +98,30 @@ def test_real_ft_launcher_lines_count_the_attempt():
     assert [(r.event, r.rank, r.attempt) for r in recs] == [("worker_failed", -1, 0), ("restart", -1, 0), ("step", 0, 1)]
     assert recs[0].fields == {"exitcode": -9, "local_rank": 1} and recs[1].fields == {"attempts_left": 3}
     assert recs[0].wall == datetime(2026, 12, 1, 9, 45, 35, 477000).timestamp()
+
+
+def test_a_step_printed_after_the_restart_line_and_before_the_next_rendezvous_is_the_last_attempts():
+    """The restart line comes before the agent stops the surviving ranks; rank 0's iteration 6, printed while
+    it was being stopped, is attempt 0's. The rendezvous line of the real 0.4.1 log moves the attempt."""
+    launcher = (DATA / "real/ft_launcher_0.4.1_rank_killed_cpu.log").read_text().splitlines()
+    join = next(i for i, x in enumerate(launcher) if "attempts to join the next round" in x)
+    late = " [2026-12-01 09:45:35.500000] iteration        6/      12 | lm loss: 5.302269E+00 |"
+    again = " [2026-12-01 09:45:40.000000] iteration        6/      12 | lm loss: 5.302269E+00 |"
+    recs = parse_lines([*launcher[:join], late, *launcher[join:], again])
+    assert [(r.attempt, r.fields["iteration"]) for r in recs if r.event == "step"] == [(0, 6), (1, 6)]
+
+
+@pytest.mark.parametrize("log", [
+    "real/ft_launcher_0.4.1_rank_killed_cpu.log", "mlm_ft_kill/output.log", "real/torchrun_2.13_rank_killed_cpu.log",
+])
+def test_every_launcher_we_run_prints_the_next_round_line_after_its_stop(log: str):
+    """Recorded: ft_launcher 0.4.1 here, 0.7.0 on the GPU, torchrun 2.13 here: each prints a line ``NEXT_ROUND``
+    reads after its stop line, and none before its restart line."""
+    lines = (DATA / log).read_text().splitlines()
+    restart = next(i for i, x in enumerate(lines) if "will restart worker group" in x)
+    stop = next(i for i, x in enumerate(lines) if "Stopping worker" in x)
+    assert restart < stop and any(NEXT_ROUND.search(x) for x in lines[stop:])
+    assert not any(NEXT_ROUND.search(x) for x in lines[restart:stop])
 
 
 def test_ft_launcher_07_lines_state_their_time():

@@ -1,7 +1,7 @@
 """AdapterSteps: a foreign trainer's lines fed live to its adapter, written as observed events.
 
 Fed the recorded real Megatron logs (tests/data/megatron) line by line, as the launch's reader hands them
-over, with the attempt tracker moved by the restart lines as the launch moves it.
+over, with the attempt tracker moved by the restart and rendezvous lines as the launch moves it.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.adapters.launcher import classify
+from chaos.adapters.launcher import NEXT_ROUND, classify
 from chaos.supervise.attempts import AttemptTracker
 from chaos.supervise.foreign import AdapterSteps
 from runlog.reader import read_events
@@ -21,11 +21,13 @@ DATA = Path(__file__).resolve().parents[3] / "data" / "megatron"
 
 
 def feed(steps: AdapterSteps, attempts: AttemptTracker, lines: list[str], pause: float = 0.0) -> None:
-    """As Launch._read does: a restart line moves the tracker first, then the line is handed over."""
+    """As Launch._read does: a restart line and a rendezvous line move the tracker first, then the line is
+    handed over with the attempt of the workers printing."""
     for line in lines:
         if isinstance(classify(line), Restart):
             attempts.restarted("launcher")
-        steps.line(line)
+        attempt = attempts.next_round("launcher") if NEXT_ROUND.search(line) else attempts.printing("launcher")
+        steps.line(line, attempt)
         time.sleep(pause)
 
 
@@ -37,7 +39,7 @@ def tracker() -> AttemptTracker:
 
 def test_every_record_but_the_launchers_is_an_observed_event_of_its_attempt(tmp_path: Path) -> None:
     attempts = tracker()
-    steps = AdapterSteps(tmp_path, "megatron", attempts)
+    steps = AdapterSteps(tmp_path, "megatron")
     feed(steps, attempts, (DATA / "mlm_ft_kill/output.log").read_text().splitlines())
     found = steps.poll()
     steps.close()
@@ -57,7 +59,7 @@ def test_records_are_stamped_on_arrival_and_an_announced_fault_at_its_own_time(t
     """The injector's fault for T is given out at the first line stating T or later; it is stamped back by
     how much later that line says it is."""
     attempts = tracker()
-    steps = AdapterSteps(tmp_path, "megatron", attempts)
+    steps = AdapterSteps(tmp_path, "megatron")
     announce = "WARNING:megatron.core.fault_injector:[2026-12-01 10:12:24.199473] FAULT INJECTION: Rank 0 will inject fault SIGSTOP at 2026-12-01 10:12:27.199473"
     step = " [2026-12-01 10:12:24.244423] iteration       21/     100 | lm loss: 8.498627E+00 |"
     timeout = "2026-12-01 10:12:29,612 [WARNING] [vm] rank_monitor_server.py:522 [Cycle 0] Section 'step' has been open for 2.48 seconds. Timeout is 1.61 seconds."
@@ -77,11 +79,11 @@ def test_records_are_stamped_on_arrival_and_an_announced_fault_at_its_own_time(t
 def test_a_relaunch_numbers_its_attempts_on_and_closes_the_last_launch(tmp_path: Path) -> None:
     """rerun_persistent: the exit-16 launch's exit is given out when the next launch's first line comes."""
     attempts = tracker()
-    steps = AdapterSteps(tmp_path, "megatron", attempts)
+    steps = AdapterSteps(tmp_path, "megatron")
     first = (DATA / "rerun_persistent/1_first/output.log").read_text().splitlines()
     other = (DATA / "rerun_persistent/3_other_node/output.log").read_text().splitlines()
     feed(steps, attempts, first)
-    attempts.relaunched()
+    attempts.joined("launcher", attempts.relaunched())  # as the runner relaunches and the next Launch starts
     feed(steps, attempts, other)
     steps.close()
     exits = [e for e in read_events(tmp_path) if e["event"] == "exit"]

@@ -25,6 +25,7 @@ from runlog.reader import read_events
 
 FAILED = "[default] failed (exitcode: -9) local_rank: 1 (pid: 1234) of binary: python"
 RESTART = "[default] Worker group FAILED. 3/3 attempts left; will restart worker group"
+NEXT_ROUND_LINE = "The node 'localhost_1_0' attempts to join the next round of the rendezvous 'r'."
 
 
 def program(code: str) -> list[str]:
@@ -129,17 +130,21 @@ def test_ctrl_c_stops_the_launch_and_still_reaps(tmp_path: Path) -> None:
     assert [e[0] for e in runner_events(tmp_path)][-1] == "launcher_exit"
 
 
-def test_step_lines_are_credited_to_the_attempt_their_position_in_the_output_says(tmp_path: Path) -> None:
+def test_a_step_printed_between_the_restart_line_and_the_next_rendezvous_is_the_last_attempts(tmp_path: Path) -> None:
+    """The agent logs its restart decision, then stops the surviving workers: rank 0 may print its step 3 after
+    the restart line. Only the rendezvous line says the last round's workers are gone."""
     attempts = AttemptTracker()
-    steps = LogSteps(tmp_path, r"^step (?P<step>\d+) loss (?P<loss>\S+)", attempts)
+    steps = LogSteps(tmp_path, r"^step (?P<step>\d+) loss (?P<loss>\S+)")
     launch(tmp_path, f"""
-        for line in ["step 1 loss 2.5", "step 2 loss 2.0", {RESTART!r}, "step 1 loss 2.5", "step 2 loss 1.9"]:
+        for line in ["step 1 loss 2.5", "step 2 loss 2.0", {RESTART!r}, "step 3 loss 1.8", {NEXT_ROUND_LINE!r},
+                     "step 2 loss 2.0", "step 3 loss 1.8"]:
             print(line)
     """, attempts=attempts, on_line=steps.line)
-    assert steps.poll() == [(0, 1), (0, 2), (1, 1), (1, 2)]
+    assert steps.poll() == [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3)]
     steps.close()
     observed = [(e["attempt"], e["iteration"], e["loss"], e["observed"]) for e in read_events(tmp_path) if e["event"] == "step"]
-    assert observed == [(0, 1, 2.5, True), (0, 2, 2.0, True), (1, 1, 2.5, True), (1, 2, 1.9, True)]
+    assert observed == [(0, 1, 2.5, True), (0, 2, 2.0, True), (0, 3, 1.8, True), (1, 2, 2.0, True), (1, 3, 1.8, True)]
+    assert [e[1] for e in runner_events(tmp_path) if e[0] == "launcher_exit"] == [1], "the runner's own events move at the restart line"
 
 
 def test_several_agents_are_one_job_with_the_first_failure_as_its_code(tmp_path: Path) -> None:

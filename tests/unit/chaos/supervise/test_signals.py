@@ -176,8 +176,8 @@ def test_epoch_counters_become_global_monotone_steps() -> None:
 
 
 def test_a_match_that_is_no_number_is_no_step(tmp_path: Path) -> None:
-    steps = signals.LogSteps(tmp_path, r"^step (?P<step>\S+)( loss (?P<loss>\S+))?", AttemptTracker())
+    steps = signals.LogSteps(tmp_path, r"^step (?P<step>\S+)( loss (?P<loss>\S+))?")
     for line in ("step x loss 1", "step 3 loss nope", "step 4"):
-        steps.line(line)
+        steps.line(line, 0)
     steps.close()
     assert steps.poll() == [(0, 4)]
