@@ -26,12 +26,13 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 
 from chaos.errors import BadInput
 from chaos.explore.invariants import SAYS, broken, evidence, expect_for
+from chaos.explore.observe import Observed, observe
 from chaos.explore.space import Kind, Schedule, Space, allowed_kinds, fault_registry, space_of
 from chaos.judge.baseline import baseline_key, cache_dir
 from chaos.judge.timeline import load_run
 from chaos.schema.loader import load_scenario
 from chaos.schema.scenario import Scenario
-from chaos.supervise.runner import run_scenario
+from chaos.supervise.runner import run_scenario, unrunnable
 from runlog.layout import RunFolder
 
 FIRST_RUN_S = 20.0
@@ -119,23 +120,25 @@ def parse_budget(text: str) -> float:
     return seconds
 
 
-def prepare(options: Options) -> tuple[Scenario, Space]:
-    """The validated base and its space; ExploreError when explore cannot run it (one line)."""
+def prepare(options: Options) -> tuple[Scenario, tuple[Kind, ...]]:
+    """The validated base and the kinds to draw; ExploreError when explore cannot run it (one line)."""
     base = load_scenario(options.base)
     refused = [why for why, bad in (
-        ("a `command` (explore judges this project's trainer bit for bit)", base.command is not None),
         ("nodes > 1", base.nodes > 1), ("relaunch", base.relaunch), ("job_retries", bool(base.job_retries)),
-        ("in-process restart", base.config.inprocess_restart.enabled), (f"requires: {base.requires}", base.requires in ("slurm", "gpu")),
+        ("in-process restart", base.command is None and base.config.inprocess_restart.enabled),
     ) if bad]
     if refused:
-        raise ExploreError(f"{options.base}: explore takes a one-node base of this project's trainer restarted by its launcher; it has {refused[0]}")
+        raise ExploreError(f"{options.base}: explore takes a one-node base restarted by its launcher; it has {refused[0]}")
+    cannot = unrunnable(base, None)
+    if cannot is not None:
+        raise ExploreError(f"{options.base}: {cannot}")
     allowed = allowed_kinds(base, fault_registry())
     kinds = allowed.kinds
     if options.faults:
         kinds = _chosen(options, allowed.kinds, {r.label: r.reason for r in allowed.refused})
     if not kinds:
         raise ExploreError(f"{options.base}: no fault type can be explored on this base")
-    return base, space_of(base, kinds)
+    return base, kinds
 
 
 def _chosen(options: Options, allowed: tuple[Kind, ...], refused: dict[str, str]) -> tuple[Kind, ...]:
@@ -151,31 +154,45 @@ def _chosen(options: Options, allowed: tuple[Kind, ...], refused: dict[str, str]
     return kinds
 
 
-def run_estimate(base: Scenario) -> float:
-    """What one run of the base takes: twice its cached fault-free run (a fault adds a restart), else a guess."""
+def run_estimate(base: Scenario, observed: Observed | None = None) -> float:
+    """What one run of the base takes: twice its fault-free run (a fault adds a restart): a command's observed
+    one, our trainer's cached baseline; else a guess."""
+    if observed is not None:
+        return 2 * observed.wall_s + 4
     events = RunFolder(cache_dir() / baseline_key(base))
-    if not events.final_weights.is_file():
+    if base.command is not None or not events.final_weights.is_file():
         return FIRST_RUN_S
     wall = load_run(events.root)[1].wall_s
     return FIRST_RUN_S if wall is None else 2 * wall + 4
 
 
+def fits(options: Options, base: Scenario, estimate: float) -> None:
+    if options.budget_s < estimate:
+        raise ExploreError(f"--budget: {options.budget_s:g} s cannot fit one run of {base.name} (about {estimate:.0f} s)")
+
+
+def base_digest(base: Scenario) -> str:
+    """The base's settings, whatever its faults and expectations: what judged schedules and observations are kept by."""
+    settings_only = json.dumps(base.model_dump(mode="json", exclude={"faults", "expect"}), sort_keys=True)
+    return hashlib.sha256(settings_only.encode()).hexdigest()[:12]
+
+
 class Search:
     """One session: the budget, the schedules judged (this session's and reused ones), the progress line."""
 
-    def __init__(self, options: Options, base: Scenario, space: Space, progress: Callable[[str], None] | None):
+    def __init__(
+        self, options: Options, base: Scenario, space: Space, progress: Callable[[str], None] | None,
+        start: float, estimate: float,
+    ):
         self.options, self.base, self.space, self.progress = options, base, space, progress
-        self.start = time.monotonic()
-        self.estimate = run_estimate(base)
-        if options.budget_s < self.estimate:
-            raise ExploreError(f"--budget: {options.budget_s:g} s cannot fit one run of {base.name} (about {self.estimate:.0f} s)")
-        settings_only = json.dumps(base.model_dump(mode="json", exclude={"faults", "expect"}), sort_keys=True)
-        self.digest = hashlib.sha256(settings_only.encode()).hexdigest()[:12]
+        self.start, self.estimate = start, estimate
+        fits(options, base, estimate)
+        self.digest = base_digest(base)
         self.log = options.out / "judged.jsonl"
         self.earlier = self._earlier()
         self.judged: dict[str, Record] = {}
         self.cut = False
-        self.last_end = self.start
+        self.last_end = time.monotonic()  # a command's fault-free run, before, is no schedule's
 
     def _earlier(self) -> dict[str, Record]:
         """Schedules an earlier session judged on this base."""
@@ -303,9 +320,16 @@ def reruns(session: Search, path: Path) -> list[dict[str, Any]]:
 
 def explore(options: Options, progress: Callable[[str], None] | None = print) -> Exploration:
     """Search, shrink, write and rerun what was found."""
-    base, space = prepare(options)
+    base, kinds = prepare(options)
+    start, observed = time.monotonic(), None
+    fits(options, base, run_estimate(base))
     options.out.mkdir(parents=True, exist_ok=True)
-    session = Search(options, base, space, progress)
+    if base.command is not None:
+        if progress:
+            progress(f"explore: {base.name} is a `command`: its fault-free run first, to see its steps and checkpoints")
+        observed = observe(base, options.out, base_digest(base))
+    space = space_of(base, kinds, observed)
+    session = Search(options, base, space, progress, start, run_estimate(base, observed))
     if progress:
         progress(f"explore: {base.name}: {len(space.kinds)} fault kinds at steps {list(space.steps())}, budget "
                  f"{options.budget_s:g} s, seed {options.seed}; runs in {options.out / 'runs'}")

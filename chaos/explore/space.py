@@ -16,11 +16,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from hypothesis import strategies as st
 
+from chaos.errors import BadInput
 from chaos.schema.scenario import Scenario
+
+if TYPE_CHECKING:
+    from chaos.explore.observe import Observed
 
 Trigger = Literal["step", "save", "local_save", "load"]
 
@@ -62,6 +66,9 @@ KINDS = (
     Kind("local_checkpoint_lost", "load", kills=False),
 )
 """What explore draws from, in shrinking order (the simplest first)."""
+COMMAND_KINDS = (Kind("sigkill", "step", reaches_its_step=True),)
+"""What explore draws on a `command` base: a signal from outside, the one fault that reaches a rank running
+none of this project's hooks."""
 
 
 @dataclass(frozen=True)
@@ -134,6 +141,8 @@ class Space:
     async_save: bool
     max_restarts: int
     kinds: tuple[Kind, ...]
+    dense: bool = False
+    """Where its checkpoints are not known (a `command` that shows none), every step is one that matters."""
 
     @property
     def max_strikes(self) -> int:
@@ -151,6 +160,8 @@ class Space:
         """The steps that matter, earliest first: the first, at and around every checkpoint step (the step
         after one is the first after a resume; with async saves also the next, the save still in flight),
         the last."""
+        if self.dense:
+            return tuple(range(1, self.train_iters + 1))
         around = (-1, 0, 1, 2) if self.async_save else (-1, 0, 1)
         near = {c + d for c in (*self.persistent_steps(), *self.local_steps()) for d in around}
         return tuple(sorted(s for s in {1, self.train_iters, *near} if 1 <= s <= self.train_iters))
@@ -298,6 +309,10 @@ def fault_registry() -> dict[str, frozenset[str]]:
 def allowed_kinds(base: Scenario, registry: dict[str, frozenset[str]]) -> Allowed:
     """The kinds this base can be broken with, each checked against the registry (its type and fields), and
     why the others cannot."""
+    if base.command is not None:
+        outside = [k for k in COMMAND_KINDS if k.type in registry]
+        why = "a `command`'s ranks run none of this project's hooks: only a signal from outside reaches them"
+        return Allowed(tuple(outside), tuple(Refusal(k.label, why) for k in KINDS if k not in outside))
     cfg, kinds, refused = base.config, [], []
     reasons = {
         "save": None if cfg.checkpoint.save_interval else "the base saves no checkpoints (checkpoint.save_interval)",
@@ -321,10 +336,26 @@ def allowed_kinds(base: Scenario, registry: dict[str, frozenset[str]]) -> Allowe
     return Allowed(tuple(kinds), tuple(refused))
 
 
-def space_of(base: Scenario, kinds: tuple[Kind, ...]) -> Space:
+def space_of(base: Scenario, kinds: tuple[Kind, ...], observed: Observed | None = None) -> Space:
+    """Our trainer's space from its config; a `command`'s from what its fault-free run showed (`observed`)."""
+    if observed is not None:
+        return Space(
+            world_size=base.world_size, train_iters=observed.train_iters, save_interval=save_interval(observed.saves),
+            local_interval=None, async_save=observed.async_save, max_restarts=base.max_restarts, kinds=kinds,
+            dense=not observed.saves,
+        )
     c = base.config.checkpoint
     return Space(
         world_size=base.world_size, train_iters=base.config.train.train_iters, save_interval=c.save_interval,
         local_interval=c.non_persistent_save_interval if c.local else None, async_save=c.async_save,
         max_restarts=base.max_restarts, kinds=kinds,
     )
+
+
+def save_interval(saves: tuple[int, ...]) -> int | None:
+    """The interval of a command's observed saves: the first, when every save but a final one is a multiple of it."""
+    if not saves:
+        return None
+    if any(s % saves[0] for s in saves[:-1]):
+        raise BadInput(f"its fault-free run saved at steps {list(saves)}: explore models saves at a fixed interval")
+    return saves[0]

@@ -91,3 +91,44 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, change, args, says):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith("error: ") and says in proc.stderr, proc.stderr
     assert not (tmp_path / "out" / "runs").exists()
+
+
+STANDALONE = PROJECT_ROOT / "tests" / "functional" / "standalone" / "ddp_train.py"
+
+
+def command_base(folder: Path, name: str, *args: str) -> Path:
+    """A foreign DDP script (torch only) as the base: one rank, 9 steps of 0.5 s, a checkpoint every 3."""
+    return base_file(
+        folder, name=name, description="a foreign trainer, seen from outside", trainer={}, deadline_s=120,
+        command=["python", str(STANDALONE), "--steps", "9", "--save-every", "3", "--step-delay", "0.5", *args,
+                 "--ckpt", "{run_dir}/ckpt.pt"],
+        step_pattern=r"^step (?P<step>\d+) loss (?P<loss>\S+)",
+    )
+
+
+def test_a_command_whose_resume_crashes_is_found_from_its_fault_free_run(tmp_path):
+    """The CPU shape of Bridge's distributed-optimizer resume: a trainer that cannot load its own checkpoint.
+    Explore learns the steps from the fault-free run, draws kills from outside, and shrinks to the first kill
+    that leaves a checkpoint to load: right at the first one (step 3)."""
+    out = tmp_path / "explore"
+    proc = chaos(PROJECT_ROOT, "explore", str(command_base(tmp_path, "cmd_crash_on_resume", "--crash-on-resume")),
+                 "--budget", "240s", "--reruns", "1", "--out", str(out), "--json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["kinds"] == ["sigkill"] and result["steps"] == list(range(1, 10))
+    found = {f["invariant"]: f for f in result["found"]}
+    assert {"completes", "failures_explained"} <= found.keys(), found
+    assert found["completes"]["schedule"] == [{"type": "sigkill", "rank": 0, "at_step": 3}]
+    assert found["completes"]["reproduced"] == "always"
+    assert "cannot resume from the step-3 checkpoint" in found["failures_explained"]["evidence"]
+    assert json.loads((out / "observed.json").read_text())["train_iters"] == 9
+
+
+def test_a_command_that_fails_without_faults_is_refused_with_its_failure(tmp_path):
+    out = tmp_path / "out"
+    proc = chaos(PROJECT_ROOT, "explore", str(command_base(tmp_path, "cmd_port_clash", "--port-clash-first-attempt")),
+                 "--budget", "120s", "--out", str(out))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("error: cmd_port_clash: its fault-free run failed (") and "see " in line, line
+    assert not (out / "observed.json").exists()

@@ -32,6 +32,10 @@ def parse_args() -> argparse.Namespace:
         "--port-clash-first-attempt", action="store_true",
         help="the first attempt dies at start-up of a real EADDRINUSE, as a worker whose port another took",
     )
+    p.add_argument(
+        "--crash-on-resume", action="store_true",
+        help="a resume loads its checkpoint, then fails (a planted bug, like a checkpoint no restart can load)",
+    )
     return p.parse_args()
 
 
@@ -71,6 +75,8 @@ def main() -> None:
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         start = state["step"]
+        if args.crash_on_resume:
+            raise RuntimeError(f"cannot resume from the step-{start} checkpoint (--crash-on-resume)")
         if rank == 0:
             print(f"resumed from step {start}", flush=True)
     ddp = DDP(model)

@@ -116,3 +116,49 @@ def test_a_kind_names_its_own_fields():
 def test_the_canonical_schedule_kills_rank_0_right_after_the_first_checkpoint():
     _, sp = space(BASES[0])
     assert sp.canonical().key == "rank_killed rank 0 step 6 attempt 0"  # what rank_killed.yaml does (step 7, rank 1)
+
+
+COMMAND_BASE = {
+    "schema_version": 1, "name": "cmd_base", "description": "a foreign trainer", "world_size": 2,
+    "launcher": "ft_launcher", "max_restarts": 2, "command": ["python", "train.py"],
+    "step_pattern": r"^step (?P<step>\d+)",
+}
+
+
+def command_space(saves: tuple[int, ...], async_save: bool = False):
+    from chaos.explore.observe import Observed
+    from chaos.schema.loader import parse_scenario
+
+    base = parse_scenario(COMMAND_BASE, "cmd_base")
+    observed = Observed(train_iters=20, saves=saves, async_save=async_save, wall_s=5.0, run_dir="r")
+    return base, space_of(base, allowed_kinds(base, fault_registry()).kinds, observed)
+
+
+def test_a_command_is_broken_only_from_outside_at_the_steps_and_saves_its_fault_free_run_showed():
+    base, sp = command_space((5, 10, 15, 20))
+    assert [k.label for k in sp.kinds] == ["sigkill"] and sp.train_iters == 20 and sp.save_interval == 5
+    refused = {r.label: r.reason for r in allowed_kinds(base, fault_registry()).refused}
+    assert "rank_killed" in refused and "hooks" in refused["rank_killed"]
+    assert sp.steps() == (1, 4, 5, 6, 9, 10, 11, 14, 15, 16, 19, 20)
+    _, unknown = command_space(())
+    assert unknown.steps() == tuple(range(1, 21)) and unknown.save_interval is None
+
+
+def test_a_commands_expectations_are_only_what_its_run_shows():
+    """No weights to compare and no checkpoint verdicts of ours; lost steps bounded by the interval, since a
+    signal from outside lands some time after its step."""
+    base, sp = command_space((5, 10, 15, 20))
+    expect = expect_for(base, sp, sp.canonical())
+    assert expect == {"restarts": 1, "faults_injected": 1, "lost_steps": {"max": 5}, "exit_code": 0, "completed_steps": 20}
+    _, in_flight = command_space((5, 10, 15, 20), async_save=True)
+    assert expect_for(base, in_flight, in_flight.canonical())["lost_steps"] == {"max": 10}
+    _, unknown = command_space(())
+    assert "lost_steps" not in expect_for(base, unknown, unknown.canonical())
+
+
+def test_irregular_saves_are_refused_by_name():
+    from chaos.errors import BadInput
+
+    with pytest.raises(BadInput, match=r"saved at steps \[4, 10, 12\]"):
+        command_space((4, 10, 12))
+    assert command_space((5, 10, 12))[1].save_interval == 5, "a final save off the interval is the run's last"
