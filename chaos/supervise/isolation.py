@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Literal
 
 from chaos.supervise import deathsig
+from chaos.supervise.procs import proc_environ
 
 HOLDER = Path(__file__).with_name("nshold.py")
 NETWORK_VAR = "CHAOS_NETWORK"
@@ -62,6 +63,9 @@ SUBNETS = {"control": "10.77.0", "data": "10.78.0"}
 NODE_IFS = {"control": "eth0", "data": "eth1"}
 DATA_IF = NODE_IFS["data"]
 KINDS = ("net", "mnt")
+HOLDER_VAR = "CHAOS_NS_HOLDER"
+"""Set on a run's holders to its link tag: a holder of another run that made its namespace just after ours
+was freed holds one with our namespace's inode number, and is told apart by it (``still_held``)."""
 
 
 class IsolationUnavailable(RuntimeError):
@@ -83,12 +87,12 @@ class Isolation:
         try:
             if self.node_networks:
                 room.mode = "node-networks"
-                room.hub = _hold(True, [], env)
+                room.hub = _hold(True, [], env, room.tag)
                 for i, node in enumerate(self.node_networks):
-                    room.holders[node] = _hold(True, mounts, env)
+                    room.holders[node] = _hold(True, mounts, env, room.tag)
                     _wire(room, node, i)
             elif self.network or mounts:
-                room.holders[None] = _hold(self.network, mounts, env)
+                room.holders[None] = _hold(self.network, mounts, env, room.tag)
                 room.mode = "netns" if self.network else "ports"
         except IsolationUnavailable as e:
             room.close()
@@ -120,11 +124,11 @@ class Holder:
         return self.proc.pid
 
 
-def _hold(net: bool, mounts: list[tuple[str, int]], env: Mapping[str, str]) -> Holder:
+def _hold(net: bool, mounts: list[tuple[str, int]], env: Mapping[str, str], tag: str) -> Holder:
     argv = [sys.executable, "-I", "-S", str(HOLDER), "1" if net else "0", *(f"{p}={s}" for p, s in mounts)]
     proc = subprocess.Popen(
         deathsig.wrap(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env=dict(env), start_new_session=True,
+        env={**env, HOLDER_VAR: tag}, start_new_session=True,
     )
     assert proc.stdout is not None and proc.stderr is not None
     if proc.stdout.readline().strip() != b"ready":
@@ -231,19 +235,21 @@ class Room:
                 holder.proc.wait()
         inodes = {ino: kind for h in holders for kind, ino in h.namespaces.items()}
         end = time.monotonic() + timeout_s
-        while (left := still_held(inodes, closing) + links_left(self.tag)) and time.monotonic() < end:
+        while (left := still_held(inodes, closing, self.tag) + links_left(self.tag)) and time.monotonic() < end:
             time.sleep(0.05)
         self.holders, self.hub = {}, None
         return left
 
 
-def still_held(inodes: Mapping[int, str], before: float | None = None) -> list[str]:
+def still_held(inodes: Mapping[int, str], before: float | None = None, own: str | None = None) -> list[str]:
     """Which of these namespaces something still holds: a process inside, an open descriptor, a mount.
 
     ``before`` (seconds since boot, ``since_boot()``): only processes started before it count. The kernel
     hands a freed namespace's inode number to the next namespace made, another run's, a moment later; a
     process of ours still inside ours was started before we let it go (a child it forks later is listed
-    through its older parent), so a younger one holds another namespace of the same number."""
+    through its older parent), so a younger one holds another namespace of the same number. ``own``: our
+    holders' tag; a holder of another run (``HOLDER_VAR``) is older than that moment when it was started
+    before it and made its namespace after, so it is told apart by its tag."""
     if not inodes:
         return []
     names = {f"{kind}:[{ino}]": ino for ino, kind in inodes.items()}
@@ -256,12 +262,17 @@ def still_held(inodes: Mapping[int, str], before: float | None = None) -> list[s
             links += list((entry / "fd").iterdir())
         for link in links:
             with contextlib.suppress(OSError):
-                if (target := os.readlink(link)) in names:
+                if (target := os.readlink(link)) in names and not _another_runs_holder(int(entry.name), own):
                     held.append(f"{target} held by pid {entry.name}")
     with contextlib.suppress(OSError):
         mounts = Path("/proc/self/mountinfo").read_text()
         held += [f"{name} bind-mounted" for name in names if name in mounts]
     return sorted(set(held))
+
+
+def _another_runs_holder(pid: int, own: str | None) -> bool:
+    tag = proc_environ(pid).get(HOLDER_VAR)
+    return own is not None and tag is not None and tag != own
 
 
 def since_boot() -> float:

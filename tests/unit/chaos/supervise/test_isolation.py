@@ -15,6 +15,7 @@ import pytest
 
 from chaos.supervise import deathsig
 from chaos.supervise.isolation import (
+    HOLDER_VAR,
     Isolation,
     IsolationUnavailable,
     Room,
@@ -262,3 +263,25 @@ def test_a_namespace_left_by_a_run_fails_processes_reaped() -> None:
     left = {"event": "leftover", "pids": [], "isolation": ["net:[4026532000] held by pid 123"], "rank": -1, "attempt": 0}
     reaped = next(v for v in harness_verdicts([left], 60.0) if v.name == "processes_reaped")
     assert not reaped.passed and reaped.observed == ["net:[4026532000] held by pid 123"]
+
+
+def test_a_holder_of_another_run_in_a_namespace_of_the_same_number_is_not_ours() -> None:
+    """The kernel gives a freed namespace's number to the next one made: another run's holder, started before
+    our close and unshared after, holds a namespace of our number. Its tag tells it apart; a process of
+    ours, or one with no tag, still counts. (The machine's own namespace stands in: every process holds it.)"""
+    inodes = {os.stat("/proc/self/ns/net").st_ino: "net"}
+    tags = {"another run's holder": {HOLDER_VAR: "cxother"}, "our holder": {HOLDER_VAR: "cxours"}, "untagged": {}}
+    procs = {who: subprocess.Popen(["sleep", "30"], env={**os.environ, **extra}) for who, extra in tags.items()}
+    try:
+        deadline = time.monotonic() + 5
+        while any("sleep" not in Path(f"/proc/{p.pid}/cmdline").read_text() for p in procs.values()):
+            assert time.monotonic() < deadline, "the children exec sleep"
+            time.sleep(0.02)
+        held = {int(x.rsplit(" ", 1)[1]) for x in still_held(inodes, None, "cxours")}
+        assert procs["another run's holder"].pid not in held
+        assert {procs["our holder"].pid, procs["untagged"].pid} <= held
+        assert procs["another run's holder"].pid in {int(x.rsplit(" ", 1)[1]) for x in still_held(inodes)}
+    finally:
+        for p in procs.values():
+            p.kill()
+            p.wait()
