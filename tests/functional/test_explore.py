@@ -17,6 +17,7 @@ import yaml
 from benchmarks.mutants.bench import project_copy
 from benchmarks.mutants.catalogue import Mutant
 from chaos.judge.baseline import cache_dir
+from trainer.config import cuda_available
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 BASE = {
@@ -85,7 +86,9 @@ def test_a_planted_bug_is_found_shrunk_and_reproduced_by_chaos_run(tmp_path):
     ({}, ("--faults", "rank_killed,bogus"), "--faults: unknown fault type 'bogus'"),
     ({"trainer": {"train.train_iters": 4}}, ("--faults", "checkpoint_corrupt"),
      "--faults: checkpoint_corrupt cannot be explored on explore_tiny.yaml"),
-], ids=["invalid-base", "budget-too-small", "budget-not-a-duration", "unknown-fault", "fault-not-on-this-base"])
+    pytest.param({"requires": "gpu"}, (), "explore_tiny needs CUDA GPUs (requires: gpu)", marks=pytest.mark.skipif(
+        cuda_available(), reason="a GPU machine runs a requires: gpu base")),
+], ids=["invalid-base", "budget-too-small", "budget-not-a-duration", "unknown-fault", "fault-not-on-this-base", "gpu-base-on-cpu"])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, change, args, says):
     proc = chaos(PROJECT_ROOT, "explore", str(base_file(tmp_path, **change)), "--out", str(tmp_path / "out"), *args)
     assert proc.returncode == 2, proc.stdout + proc.stderr
