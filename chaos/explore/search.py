@@ -302,6 +302,8 @@ def write_found(session: Search, invariants: list[str], record: Record) -> Path:
     name = f"found_{invariants[0]}_{hashlib.sha256(record.key.encode()).hexdigest()[:6]}"
     raw = yaml.safe_load(session.options.base.read_text())
     raw.pop("known_failure", None)
+    if session.base.command is not None:
+        raw["command"] = session.base.command  # resolved against the base's folder, not found/
     says = "; ".join(SAYS.get(i, i) for i in invariants)
     description = f"Found by chaos explore (seed {session.options.seed}) from {session.options.base}: {says}: broken under {record.key}."
     data = {**raw, "name": name, "description": description, "faults": record.faults,

@@ -100,10 +100,12 @@ STANDALONE = PROJECT_ROOT / "tests" / "functional" / "standalone" / "ddp_train.p
 
 
 def command_base(folder: Path, name: str, *args: str) -> Path:
-    """A foreign DDP script (torch only) as the base: one rank, 9 steps of 0.5 s, a checkpoint every 3."""
+    """A foreign DDP script (torch only) as the base: one rank, 9 steps of 0.5 s, a checkpoint every 3. Its
+    script is named relative to the base's folder, as in the catalogue: the found scenario, written elsewhere,
+    must still find it."""
     return base_file(
         folder, name=name, description="a foreign trainer, seen from outside", trainer={}, deadline_s=120,
-        command=["python", str(STANDALONE), "--steps", "9", "--save-every", "3", "--step-delay", "0.5", *args,
+        command=["python", os.path.relpath(STANDALONE, folder), "--steps", "9", "--save-every", "3", "--step-delay", "0.5", *args,
                  "--ckpt", "{run_dir}/ckpt.pt"],
         step_pattern=r"^step (?P<step>\d+) loss (?P<loss>\S+)",
     )
