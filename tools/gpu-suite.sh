@@ -33,6 +33,8 @@ elif compgen -G "$wheels/*.whl" > /dev/null; then
     || { log "pip install failed"; exit 3; }
 fi
 [[ -d $site ]] && export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" PATH="$site/bin:$PATH"
+fuse=$(find "$site/libfuse" -name 'libfuse.so.2' 2>/dev/null | head -1)
+[[ -n $fuse ]] && export FUSE_LIBRARY_PATH=$fuse
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 log "machine: $(hostname), $(nproc) cores; $(nvidia-smi -L 2>&1 | tr '\n' ';')"
 python3 - <<'PY'

@@ -9,7 +9,10 @@
 #      module imports and its isinstance checks are all false. Only when TE does not import.
 #   3. `pulp` and `multistorageclient` (imported by modelopt and energon, unused by GPT pretraining):
 #      empty modules, only when they do not import.
-# Usage: bash tools/megatron-gpu-setup.sh SITE_DIR [WHEEL_DIR]; then export PYTHONPATH=SITE_DIR.
+# and, when the wheel folder has Debian's libfuse2 package and the machine has no libfuse 2, unpacks its
+# library into SITE_DIR/libfuse for fusepy (storage_stall's FUSE server).
+# Usage: bash tools/megatron-gpu-setup.sh SITE_DIR [WHEEL_DIR]; then export PYTHONPATH=SITE_DIR (and
+# FUSE_LIBRARY_PATH as it says).
 set -euo pipefail
 site=${1:?usage: megatron-gpu-setup.sh SITE_DIR [WHEEL_DIR]}
 wheels=${2:-.whl}
@@ -88,4 +91,12 @@ for name in ("pulp", "multistorageclient"):
         (site / f"{name}.py").write_text(placeholder)
         print(f"megatron-gpu-setup: PATCH 3 wrote a placeholder {site / (name + '.py')} ({name} absent)")
 PY
+deb=("$wheels"/libfuse2_*.deb)
+if (( ${#deb[@]} )) && ! "$py" -c 'import ctypes.util, sys; sys.exit(not ctypes.util.find_library("fuse"))'; then
+  mkdir -p "$site/libfuse"
+  dpkg-deb -x "${deb[0]}" "$site/libfuse"
+  lib=$(find "$site/libfuse" -name 'libfuse.so.2' | head -1)
+  [[ -n $lib ]] || { echo "megatron-gpu-setup: no libfuse.so.2 in ${deb[0]}" >&2; exit 2; }
+  echo "megatron-gpu-setup: unpacked $lib from ${deb[0]} (export FUSE_LIBRARY_PATH=$lib)"
+fi
 echo "megatron-gpu-setup: done; export PYTHONPATH=$site"
