@@ -122,7 +122,8 @@ def serve(backing: str, mountpoint: str) -> None:
     from fuse import FUSE, Operations
 
     passthrough = type("Passthrough", (_Calls, Operations), {})
-    FUSE(passthrough(Path(backing)), mountpoint, foreground=True, fsname="chaos-stallfs")
+    # big_writes: libfuse 2 otherwise splits every write into 4 KiB requests (96 MB/s here; 700 MB/s with it)
+    FUSE(passthrough(Path(backing)), mountpoint, foreground=True, fsname="chaos-stallfs", big_writes=True, max_write=1 << 20)
 
 
 def keep(run_dir: str, server: int, control: str) -> None:
