@@ -55,6 +55,7 @@ EXPECTATIONS: dict[str, Expectation] = {
     "time_to_detect_last_s": _limit("time_to_detect_last_s", "time_to_detect of the last fault"),
     "goodput": _limit("goodput", "useful step time over the run's wall time"),
     "slowest_step_s": _limit("slowest_step_s", "rank 0's longest step of the final lineage"),
+    "longest_step_gap_s": _limit("longest_step_gap_s", "rank 0's longest time between consecutive steps of an attempt, from the first fault on"),
     "steps_during_async_save": _limit("steps_during_async_save", "rank-0 steps completed while async saves were in flight"),
     "faults_injected": _limit("faults_injected", "faults that fired, in the trainer or from the runner"),
     "checkpoints_rejected": _limit("checkpoints_rejected", "checkpoints the trainer found corrupt on load and skipped"),

@@ -83,6 +83,7 @@ class Metrics:
     checkpoints_corrupt: tuple[str, ...]
     attempt_starts: tuple[float, ...]
     slowest_step_s: float | None = None  # rank 0's longest step of the final lineage (None: a step without its time)
+    longest_step_gap_s: float | None = None  # rank 0's longest time from a step to the next, from the first fault on
     fault_mono: float | None = None
     fault_attempt: int | None = None
     fault_rank: int | None = None
@@ -166,6 +167,7 @@ def compute_metrics(events: Iterable[Event]) -> Metrics:
         wall_s=wall,
         goodput=useful / wall if wall and useful is not None else None,
         slowest_step_s=max(times) if times and useful is not None else None,
+        longest_step_gap_s=_longest_gap(lineage, ordered[fault_at]["mono"] if fault_at is not None else None),
         losses={i: e["loss"] for i, e in lineage.items()},
         checkpoints_saved=tuple(e["iteration"] for e in ordered if _on_rank0(e, names.CHECKPOINT_SAVE_END)),
         checkpoints_corrupt=tuple(dict.fromkeys(e["path"] for e in ordered if e["event"] == names.CHECKPOINT_CORRUPT)),
@@ -293,6 +295,17 @@ def final_lineage(events: Iterable[Event]) -> dict[int, Event]:
             if kept is None or e["attempt"] >= kept["attempt"]:
                 lineage[e["iteration"]] = e
     return dict(sorted(lineage.items()))
+
+
+def _longest_gap(lineage: dict[int, Event], since: float | None) -> float | None:
+    """The longest time between two consecutive steps of one attempt, the later one after `since` (the first
+    fault; None: the whole run): how long the fault held training up, as the job saw it (a trainer's own
+    step time may leave its saves out: Megatron's does), apart from a first save's set-up before it."""
+    gaps = [
+        e["mono"] - lineage[i - 1]["mono"] for i, e in lineage.items()
+        if i - 1 in lineage and lineage[i - 1]["attempt"] == e["attempt"] and (since is None or e["mono"] > since)
+    ]
+    return max(gaps, default=None)
 
 
 def final_losses(events: Iterable[Event]) -> dict[int, float]:

@@ -110,6 +110,9 @@ class Expect(Strict):
     goodput: Limit | None = None
     slowest_step_s: Limit | None = None
     """Rank 0's longest step in the run's final lineage: a degraded link or a slow rank stretches it."""
+    longest_step_gap_s: Limit | None = None
+    """Rank 0's longest time from one step to the next of the same attempt, from the first fault on (saves and
+    stalls between them count): whether training went on through a stalled save."""
     steps_during_async_save: Limit | None = None
     """Steps rank 0 completed while async saves were in flight (0 for sync saves: training waited)."""
     faults_injected: Limit | None = None

@@ -48,6 +48,18 @@ def rank_killed_story() -> list[dict]:
     ]
 
 
+def test_the_longest_step_gap_counts_from_the_first_fault_and_within_one_attempt():
+    """A slow first save (a 6 s gap from step 0 to step 1) before the fault is not the fault's gap, nor is the
+    time from step 6 to the restart's step 6 (two attempts); a save that waits 4 s after the restart is."""
+    story = rank_killed_story()
+    story[3:3] = [ev("step", 95.0, iteration=0, loss=10.0, step_time=0.1)]
+    assert compute_metrics(story).longest_step_gap_s == pytest.approx(0.1)
+    assert compute_metrics([e for e in story if e["event"] != "fault_injected"]).longest_step_gap_s == pytest.approx(6.0)
+    stalled = [{**e, "mono": e["mono"] + 4} if e["event"] == "step" and e["attempt"] == 1 and e["iteration"] >= 9 else e
+               for e in story]
+    assert compute_metrics(stalled).longest_step_gap_s == pytest.approx(4.1)
+
+
 def test_rank_killed_metrics():
     m = compute_metrics(rank_killed_story())
     assert (m.exit_code, m.restarts, m.completed_steps) == (0, 1, 12)
