@@ -45,6 +45,9 @@ class Signals(Protocol):
     def survivors(self, armed: Armed) -> list[int]:
         """What of the fault's targets is still alive (for the launcher: all of its session)."""
 
+    def environ(self, pid: int) -> dict[str, str]:
+        """A target's environment ({} once it is gone)."""
+
 
 @dataclass(frozen=True)
 class SignalFault(PlannedFault):

@@ -36,9 +36,10 @@ class FaultSpec(Strict):
             raise ValueError("give exactly one trigger: at_step or after_s")
         return self
 
-    def plan(self, fault_id: str, rng: random.Random, world_size: int) -> PlannedFault:
+    def plan(self, fault_id: str, rng: random.Random, world_size: int, command: bool = False) -> PlannedFault:
         """This fault with every random choice drawn from `rng` (the kind and rank of random, then the
-        jitter of after_s, fault by fault in the scenario's order)."""
+        jitter of after_s, fault by fault in the scenario's order); `command`: the scenario runs an external
+        trainer, which has no injector (a kind that acts inside our trainer's ranks acts from outside then)."""
         return self._planned(self.planned, fault_id, self.rank, rng)
 
     def _planned(self, kind: type[PlannedFault], fault_id: str, rank: int | None, rng: random.Random) -> PlannedFault:

@@ -32,6 +32,7 @@ from chaos.faults.network import schema as network
 from chaos.faults.plan import PlannedFault, Side
 from chaos.faults.registry import Fault
 from chaos.faults.slurm.schema import SlurmRequeue
+from chaos.faults.spec import FaultSpec
 from chaos.schema import command as cmd
 from chaos.schema.expect import HARNESS_VERDICTS, Expect, KnownFailure
 from chaos.schema.ft_options import FTLauncherOptions
@@ -245,7 +246,7 @@ class Scenario(Strict):
         if self.expect.baseline is not None:
             yield "expect.baseline: needs this project's trainer (a `command` writes no final weights)"
         for i, fault in enumerate(self.faults):
-            if fault.planned.side is not Side.RUNNER:
+            if self.planned(fault).side is not Side.RUNNER:
                 yield f"faults[{i}].type: {fault.type} fires inside this project's trainer; a `command` takes signal faults only"
         yield from cmd.ft_cfg_problems(self.command, self.launcher, self.ft.detection_set())
         if self.step_pattern is not None:
@@ -299,6 +300,10 @@ class Scenario(Strict):
         """last_attempt(), or no bound while max_restarts or relaunch is broken."""
         return self.last_attempt() if self.checked("max_restarts", "relaunch") else (None, "")
 
+    def planned(self, fault: FaultSpec) -> PlannedFault:
+        """`fault` as planned here (seed 0): who fires it (inside our trainer, or outside a `command`), at which rank."""
+        return fault.plan("f", random.Random(0), self.world_size, command=self.command is not None)
+
     def _check_faults(self) -> Iterator[str]:
         cfg = self.config
         iters, world = cfg.train.train_iters, self.world_size
@@ -314,8 +319,9 @@ class Scenario(Strict):
             for r in getattr(fault, "ranks", None) or ():
                 if r >= world:
                     yield f"faults[{i}].ranks: {r} is outside the world (world_size {world})"
-            if fault.type != "random" and fault.rank is None and fault.planned.side is Side.RANK:
-                yield f"faults[{i}].rank: required for {fault.type} (only random may leave it out)"
+            planned = self.planned(fault)
+            if planned.side is Side.RANK and planned.rank is None:
+                yield f"faults[{i}].rank: required for {fault.type} (the rank it strikes)"
             if fault.requires is not None and self.requires != fault.requires:
                 yield f"faults[{i}].type: {fault.type} needs requires: {fault.requires} (the scenario says {self.requires})"
             if fault.at_step is not None and self.command is None and fault.at_step > iters:
@@ -363,7 +369,6 @@ class Scenario(Strict):
             if name not in HARNESS_VERDICTS and getattr(e, name, None) is None:
                 yield f"known_failure.verdicts[{i}]: {name!r} is not an expectation this scenario sets"
 
-
     def _save_step_problems(self, where: str, step: int, local: bool) -> Iterator[str]:
         """Unless `step` is one the trainer saves a checkpoint of (a persistent one, or with `local` an NVRx
         local one), why not."""
@@ -399,6 +404,6 @@ def plan_faults(scenario: Scenario, seed: int) -> list[PlannedFault]:
     """Resolve every random choice of the scenario's faults from `seed`, fault by fault, in order; then the
     preemption signal of a PreemptionPlugin."""
     rng = random.Random(seed)
-    planned = [fault.plan(f"f{i}", rng, scenario.world_size) for i, fault in enumerate(scenario.faults)]
+    planned = [fault.plan(f"f{i}", rng, scenario.world_size, scenario.command is not None) for i, fault in enumerate(scenario.faults)]
     preemption = preemption_fault(scenario.plugins, scenario.deadline_s, f"f{len(planned)}")
     return planned if preemption is None else [*planned, preemption]

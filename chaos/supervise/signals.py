@@ -256,6 +256,9 @@ class ExternalFaults:
             survivors = session_pids(self.run_id, survivors[0])
         return survivors
 
+    def environ(self, pid: int) -> dict[str, str]:
+        return proc_environ(pid)
+
     def send(self, pids: list[int], sig: signal.Signals, group: bool = False) -> None:
         """`sig` to each of `pids` still the run's, or (`group`) to the process group it leads: ``target``
         names the pid either way. A follow-up comes seconds later, when a dead target's pid may be another

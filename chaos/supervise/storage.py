@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from chaos.faults.disk.planned import STORE, DiskFull, StorageStall
+from chaos.faults.disk.planned import STORE, DiskFull, StorageStall, StorageStallOutside
 from chaos.faults.plan import PlannedFault
 from runlog.layout import RunFolder
 
@@ -31,15 +31,16 @@ class RunStorage:
         """What `plan`'s storage faults need of the run (nothing when it has none); makes their folders."""
         tmpfs: dict[Path, int] = {}
         wrapper: tuple[str, ...] = ()
-        checkpoints = RunFolder(run_dir).checkpoints
+        checkpoints = RunFolder(run_dir).checkpoints  # our trainer's (a command names its own folder)
         for fault in plan:
             if isinstance(fault, DiskFull):
                 tmpfs[fault.folder(run_dir)] = fault.disk_bytes
-            elif isinstance(fault, StorageStall) and not wrapper:
+            elif isinstance(fault, StorageStall | StorageStallOutside) and not wrapper:
                 store = run_dir / STORE
                 tmpfs[store] = fault.store_bytes
-                wrapper = (sys.executable, "-m", "chaos.supervise.stallfs", str(run_dir), str(store), str(checkpoints), "--")
-                checkpoints.mkdir(exist_ok=True)
+                served = fault.folder(run_dir) if isinstance(fault, StorageStallOutside) else checkpoints
+                wrapper = (sys.executable, "-m", "chaos.supervise.stallfs", str(run_dir), str(store), str(served), "--")
+                served.mkdir(parents=True, exist_ok=True)
         for folder in tmpfs:
             folder.mkdir(parents=True, exist_ok=True)
         return cls(tmpfs, wrapper)

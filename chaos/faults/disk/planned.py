@@ -1,4 +1,5 @@
-"""disk_full and storage_stall as planned and fired: the runner fills the disk; the rank stops the storage."""
+"""disk_full and storage_stall as planned and fired: the runner fills the disk; our trainer's rank stops the
+storage inside its save, the runner stops a `command`'s once its step is seen."""
 
 from __future__ import annotations
 
@@ -82,10 +83,39 @@ class StorageStall(RankFault):
         pid, control = served.split(":", 1)
         how = "async save in flight" if rank.ctx.async_saves else "inside the save"
         rank.announce(self, iteration, f"storage server pid {pid} stopped for {self.stall_s:g} s ({how})")
-        os.kill(int(pid), signal.SIGSTOP)
-        _wait_stopped(int(pid))
-        with open(control, "w") as fifo:
-            fifo.write(f"{self.stall_s} {current_attempt()}\n")
+        stall(served, self.stall_s, current_attempt())
+
+
+@dataclass(frozen=True)
+class StorageStallOutside(SignalFault):
+    """A `command`'s checkpoint folder (``path`` under the run folder, served by the run's FUSE server)
+    stopped by the runner once the command's step is seen: every file system call on it from then on blocks
+    until the server's keeper resumes it ``stall_s`` seconds later (the command's next save, or the one it
+    is in)."""
+
+    type = "storage_stall_outside"
+    stall_s: float
+    store_bytes: int
+    path: str
+
+    def folder(self, run_dir: Path) -> Path:
+        return run_dir / self.path
+
+    def fire(self, armed: Armed, out: Signals, now: float) -> None:
+        for agent in armed.pids:  # a launcher agent: the stall file system's wrapper exec'd into it
+            served = out.environ(agent).get(STALLFS_VAR)
+            if served:
+                stall(served, self.stall_s, self.attempt)
+
+
+def stall(served: str, stall_s: float, attempt: int) -> None:
+    """Stop the run's storage server (``served``: its pid and its keeper's FIFO, STALLFS_VAR) and have the
+    keeper resume it `stall_s` seconds later."""
+    pid, control = served.split(":", 1)
+    os.kill(int(pid), signal.SIGSTOP)
+    _wait_stopped(int(pid))
+    with open(control, "w") as fifo:
+        fifo.write(f"{stall_s} {attempt}\n")
 
 
 def _wait_stopped(pid: int, timeout_s: float = 1.0) -> None:

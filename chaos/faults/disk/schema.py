@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, model_validator
 
 from chaos.faults.disk import planned as fired
+from chaos.faults.plan import PlannedFault
 from chaos.faults.spec import FaultSpec, require_at_step
 
 if TYPE_CHECKING:
@@ -35,8 +37,7 @@ class DiskFull(FaultSpec):
         require_at_step(self)
         if self.rank is not None:
             raise ValueError("disk_full fills the run's disk, which every rank shares: leave out rank")
-        if not self.path or self.path.startswith("/") or ".." in self.path.split("/"):
-            raise ValueError(f"path: a folder under the run folder, got {self.path!r}")
+        _check_path(self.path)
         return self
 
     def _own(self) -> dict[str, Any]:
@@ -49,15 +50,36 @@ class StorageStall(FaultSpec):
 
     type: Literal["storage_stall"]
     planned = fired.StorageStall
-    rank: int | None = Field(default=0, ge=0)
+    rank: int | None = Field(default=None, ge=0)
+    """Our trainer's rank that stops the storage inside its save (None: rank 0); a `command`'s is stopped from
+    outside: leave it out."""
     stall_s: float = Field(gt=0)
     store_bytes: int = Field(default=64 * MIB, ge=MIB)
     """The tmpfs the server keeps the checkpoints on."""
+    path: str = "checkpoints"
+    """The served folder, under the run folder: the trainer's checkpoints, or a `command`'s own checkpoint
+    folder (`{run_dir}/<path>` in its arguments)."""
 
     @model_validator(mode="after")
     def _one_trigger(self) -> StorageStall:
         require_at_step(self)
+        _check_path(self.path)
         return self
+
+    def plan(self, fault_id: str, rng: random.Random, world_size: int, command: bool = False) -> PlannedFault:
+        """Inside our trainer's save, by its rank; for a `command`, from outside once its step is seen."""
+        if not command:
+            rank = 0 if self.rank is None else self.rank
+            return fired.StorageStall(fault_id, rank, self.attempt, self.at_step, None, self.stall_s, self.store_bytes)
+        return fired.StorageStallOutside(
+            fault_id, None, self.attempt, self.at_step, None, None, "launcher",
+            stall_s=self.stall_s, store_bytes=self.store_bytes, path=self.path,
+        )
+
+
+def _check_path(path: str) -> None:
+    if not path or path.startswith("/") or ".." in path.split("/"):
+        raise ValueError(f"path: a folder under the run folder, got {path!r}")
 
 
 def checkpoint_floor(cfg: TrainerConfig) -> int:
@@ -78,8 +100,10 @@ def scenario_problems(
     if isinstance(fault, StorageStall):
         if "disk_full" in kinds:
             yield "type: storage_stall and disk_full both make the checkpoint folder (a FUSE server, a bounded tmpfs)"
-        if command:
-            yield "type: storage_stall stops the storage from inside our trainer's save; a command has no injector"
+        if command and fault.rank is not None:
+            yield "rank: a command's storage is stopped from outside, for every rank: leave out rank"
+        if not command and fault.path != "checkpoints":
+            yield f"path: our trainer keeps its checkpoints in checkpoints (got {fault.path!r}; path is a command's)"
         if fault.stall_s >= deadline_s:
             yield f"stall_s: {fault.stall_s:g} is not shorter than deadline_s ({deadline_s:g})"
     elif not command and fault.disk_bytes < (floor := checkpoint_floor(cfg)):

@@ -33,7 +33,7 @@ class RandomFault(FaultSpec):
     planned = fired.RankKilled
     """Or RankHung: drawn at planning."""
 
-    def plan(self, fault_id: str, rng: random.Random, world_size: int) -> PlannedFault:
+    def plan(self, fault_id: str, rng: random.Random, world_size: int, command: bool = False) -> PlannedFault:
         kind = rng.choice([fired.RankHung, fired.RankKilled])
         rank = self.rank if self.rank is not None else rng.randrange(world_size)
         return self._planned(kind, fault_id, rank, rng)

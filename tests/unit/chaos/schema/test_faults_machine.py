@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chaos.faults.disk.planned import DiskFull, StorageStall
+from chaos.faults.disk.planned import DiskFull, StorageStall, StorageStallOutside
 from chaos.faults.disk.schema import checkpoint_floor
 from chaos.faults.memory.planned import HostOom
 from chaos.schema.scenario import ScenarioError, plan_faults
@@ -51,10 +51,18 @@ def test_storage_stall_is_our_trainers_inside_a_save_and_shorter_than_the_deadli
         make_scenario(faults=[{"type": "storage_stall", "at_step": 10, "stall_s": 200}])
     with pytest.raises(ScenarioError, match=r"faults\[0\]\.at_step: 8 is not a checkpoint step"):
         make_scenario(faults=[{"type": "storage_stall", "at_step": 8, "stall_s": 2}])
-    with pytest.raises(ScenarioError, match=r"faults\[0\]\.type: storage_stall stops the storage from inside our trainer's save"):
-        make_scenario(**COMMAND, faults=[{"type": "storage_stall", "at_step": 5, "stall_s": 2}])
+    with pytest.raises(ScenarioError, match=r"faults\[0\]\.path: our trainer keeps its checkpoints in checkpoints"):
+        make_scenario(faults=[{"type": "storage_stall", "at_step": 10, "stall_s": 2, "path": "ckpt"}])
     with pytest.raises(ScenarioError, match=r"faults\[0\]\.stall_s: .*greater than 0"):
         make_scenario(faults=[{"type": "storage_stall", "at_step": 10, "stall_s": 0}])
+
+
+def test_a_commands_storage_is_stalled_from_outside_once_its_step_is_seen(make_scenario) -> None:
+    (stall,) = plan_faults(make_scenario(**COMMAND, faults=[{"type": "storage_stall", "at_step": 5, "stall_s": 2, "path": "ckpt"}]), 0)
+    assert isinstance(stall, StorageStallOutside)
+    assert (stall.target, stall.rank, stall.at_step, stall.stall_s, stall.path) == ("launcher", None, 5, 2, "ckpt")
+    with pytest.raises(ScenarioError, match=r"^t.yaml: faults\[0\]\.rank: a command's storage is stopped from outside"):
+        make_scenario(**COMMAND, faults=[{"type": "storage_stall", "rank": 1, "at_step": 5, "stall_s": 2}])
 
 
 def test_host_oom_grows_one_rank_of_our_trainer(make_scenario) -> None:
