@@ -67,8 +67,9 @@ KINDS = (
 )
 """What explore draws from, in shrinking order (the simplest first)."""
 COMMAND_KINDS = (Kind("sigkill", "step", reaches_its_step=True),)
-"""What explore draws on a `command` base: a signal from outside, the one fault that reaches a rank running
-none of this project's hooks."""
+"""What explore draws on a `command` base: a signal from outside, the one kind of KINDS that reaches a rank
+running none of this project's hooks (explore draws none of the machine's faults: a full or stalled disk, a
+network, memory)."""
 
 
 @dataclass(frozen=True)
