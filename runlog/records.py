@@ -344,6 +344,8 @@ class SignalSent(Record):
     attempt: int | None = optional()
     group: bool | None = optional()
     """True when the signal went to the process group `target` leads."""
+    storage: bool | None = optional()
+    """True when `target` is the run's storage server (a storage_stall's SIGSTOP and SIGCONT), not the job's."""
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,7 @@ EXPECTATIONS: dict[str, Expectation] = {
     "slowest_step_s": _limit("slowest_step_s", "rank 0's longest step of the final lineage"),
     "longest_step_gap_s": _limit("longest_step_gap_s", "rank 0's longest time between consecutive steps of an attempt, from the first fault on"),
     "steps_during_async_save": _limit("steps_during_async_save", "rank-0 steps completed while async saves were in flight"),
+    "steps_during_stall": _limit("steps_during_stall", "rank-0 steps completed while the run's storage was stopped"),
     "faults_injected": _limit("faults_injected", "faults that fired, in the trainer or from the runner"),
     "checkpoints_rejected": _limit("checkpoints_rejected", "checkpoints the trainer found corrupt on load and skipped"),
     "checkpoints_saved": _equal("checkpoints_saved", "the iterations rank 0 saved a checkpoint of, in order (a failed save is not one)"),

@@ -104,6 +104,7 @@ class Metrics:
     grace_killed: bool | None = None
     """None without a sigterm fault; else whether the runner SIGKILLed after it."""
     steps_during_async_save: int = 0
+    steps_during_stall: int | None = None  # rank-0 steps while the run's storage was stopped (None: never stopped)
     exit_reason: str | None = None
     saved_at_exit: bool | None = None
     stragglers_flagged: list[int] | None = None
@@ -177,6 +178,7 @@ def compute_metrics(events: Iterable[Event]) -> Metrics:
         checkpoints_rejected=sum(1 for e in ordered if _on_rank0(e, names.CHECKPOINT_CORRUPT)),
         **_preemption_metrics(ordered),
         steps_during_async_save=_steps_during_async_saves(ordered),
+        steps_during_stall=_steps_during_stalls(ordered),
         **_exit_metrics(ordered),
         inprocess_restarts=max((e["inprocess_iteration"] for e in ordered if _on_rank0(e, names.INPROCESS_START)), default=None),
         trainer_exit_codes=_trainer_exit_codes(ordered),
@@ -223,6 +225,24 @@ def _steps_during_async_saves(events: list[Event]) -> int:
             open_since[e["iteration"]] = e["mono"]
         elif e["event"] == names.CHECKPOINT_SAVE_END and e["iteration"] in open_since:
             windows.append((open_since.pop(e["iteration"]), e["mono"]))
+    return sum(1 for e in events if _on_rank0(e, names.STEP) and any(a < e["mono"] < b for a, b in windows))
+
+
+def _steps_during_stalls(events: list[Event]) -> int | None:
+    """Rank-0 steps that completed while the run's storage server was stopped (from its keeper's SIGSTOP to its
+    SIGCONT): whether training went on through a storage stall. None when the storage never stopped."""
+    windows, stopped = [], None
+    for e in events:
+        if e["event"] == names.SIGNAL_SENT and e.get("storage"):
+            if e["signal"] == "SIGSTOP":
+                stopped = e["mono"]
+            elif stopped is not None:
+                windows.append((stopped, e["mono"]))
+                stopped = None
+    if stopped is not None:
+        windows.append((stopped, float("inf")))
+    if not windows:
+        return None
     return sum(1 for e in events if _on_rank0(e, names.STEP) and any(a < e["mono"] < b for a, b in windows))
 
 

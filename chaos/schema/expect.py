@@ -115,6 +115,8 @@ class Expect(Strict):
     stalls between them count): whether training went on through a stalled save."""
     steps_during_async_save: Limit | None = None
     """Steps rank 0 completed while async saves were in flight (0 for sync saves: training waited)."""
+    steps_during_stall: Limit | None = None
+    """Steps rank 0 completed while the run's storage was stopped (storage_stall): training went on through it."""
     faults_injected: Limit | None = None
     """Faults that fired (in the trainer or from the runner): compound scenarios check every one did."""
     checkpoints_rejected: Limit | None = None

@@ -134,9 +134,9 @@ def keep(run_dir: str, server: int, control: str) -> None:
         for line in fifo:
             seconds, attempt = line.split()
             log = EventLog(run_dir, "storage", rank=-1, attempt=int(attempt))
-            log.write(SignalSent("SIGSTOP", server, pid=server))
+            log.write(SignalSent("SIGSTOP", server, pid=server, storage=True))
             time.sleep(float(seconds))
-            log.write(SignalSent("SIGCONT", server, pid=server))  # first: the launcher may end the moment it is sent
+            log.write(SignalSent("SIGCONT", server, pid=server, storage=True))  # first: the launcher may end the moment it is sent
             log.close()
             os.kill(server, signal.SIGCONT)
 

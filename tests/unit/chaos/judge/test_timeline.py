@@ -60,6 +60,17 @@ def test_the_longest_step_gap_counts_from_the_first_fault_and_within_one_attempt
     assert compute_metrics(stalled).longest_step_gap_s == pytest.approx(4.1)
 
 
+def test_steps_during_a_stall_are_those_between_the_storage_servers_stop_and_resume():
+    story = [
+        *steps(1, 6, 0, 101.0),
+        ev("signal_sent", 101.25, rank=-1, signal="SIGSTOP", target=9, storage=True),
+        ev("signal_sent", 101.3, rank=-1, signal="SIGSTOP", target=8),  # a sigstop fault's: not the storage
+        ev("signal_sent", 101.45, rank=-1, signal="SIGCONT", target=9, storage=True),
+    ]
+    assert compute_metrics(story).steps_during_stall == 2  # steps 4 and 5, at 101.3 and 101.4
+    assert compute_metrics(steps(1, 6, 0, 101.0)).steps_during_stall is None
+
+
 def test_rank_killed_metrics():
     m = compute_metrics(rank_killed_story())
     assert (m.exit_code, m.restarts, m.completed_steps) == (0, 1, 12)
