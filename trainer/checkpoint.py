@@ -54,6 +54,7 @@ from runlog.records import (
 )
 from trainer.components import Component, LoadPhase, SavePhase
 from trainer.config import CheckpointConfig
+from trainer.rank_state import RankStateWriter, rank_file, rank_state_bytes, write_synced
 from trainer.storage_errors import storage_error
 
 if TYPE_CHECKING:
@@ -239,15 +240,15 @@ class Checkpointer:
                 "checkpoint.save: %s (iteration %d)", folder, iteration,
             )
         t0 = time.monotonic()
-        rank_file = folder / "rank_state" / f"rank-{self.rank}.pt"
-        if not rank_file.is_file():
+        own = rank_file(folder, self.rank)
+        if not own.is_file():
             raise CheckpointError(f"{folder}: no state for rank {self.rank} (saved with another world size?)")
         sharded = state.sharded_state_dict()
         _refuse_another_model(folder, sharded["model"])
         dcp.load(sharded, checkpoint_id=str(folder))
         self._on_load(LoadPhase.READ, [Candidate(iteration, folder)])
         state.load_sharded_state_dict(sharded)
-        state.load_rank_state_dict(torch.load(rank_file, weights_only=True))
+        state.load_rank_state_dict(torch.load(own, weights_only=True))
         self.events.write(CheckpointLoad(iteration, str(folder), time.monotonic() - t0))
         return iteration
 
@@ -276,17 +277,19 @@ class Checkpointer:
         tmp = final.with_name(final.name + ".tmp")
         self.events.write(CheckpointSaveBegin(iteration, str(final), self.cfg.async_save))
         t0 = time.monotonic()
+        own = rank_state_bytes(state.rank_state_dict())
+        if self.cfg.async_save:  # no file system call in the step: stalled storage holds up the writer, not training
+            self._on_save(SavePhase.BEGIN, iteration)
+            writer = RankStateWriter(tmp, self.rank, own)
+            group = self._checkpoint_group()
+            future = dcp.async_save(state.sharded_state_dict(), storage_writer=writer, process_group=group)
+            self._pending = _PendingSave(iteration, tmp, future, t0)
+            self._on_save(SavePhase.ISSUED, iteration)
+            return
         if self._failed(iteration, tmp, self._try(self._make_tmp, tmp, tmp) if self.rank == 0 else None):
             return
         self._on_save(SavePhase.BEGIN, iteration)
-        if self._failed(iteration, tmp, self._try(self._write_rank_state, tmp, tmp, state)):
-            return
-        if self.cfg.async_save:
-            future = dcp.async_save(
-                state.sharded_state_dict(), checkpoint_id=str(tmp), process_group=self._checkpoint_group()
-            )
-            self._pending = _PendingSave(iteration, tmp, future, t0)
-            self._on_save(SavePhase.ISSUED, iteration)
+        if self._failed(iteration, tmp, self._try(write_synced, tmp, rank_file(tmp, self.rank), own)):
             return
         written = self._try(dcp.save, tmp, state.sharded_state_dict(), checkpoint_id=str(tmp))
         self._on_save(SavePhase.ISSUED, iteration)
@@ -331,13 +334,6 @@ class Checkpointer:
             raise SaveFailed(f"the checkpoint save of step {iteration} failed: {error}")
         log.warning("the checkpoint save of step %d failed (%s); training goes on without it", iteration, error)
         return True
-
-    def _write_rank_state(self, tmp: Path, state: Checkpointable) -> None:
-        path = tmp / "rank_state" / f"rank-{self.rank}.pt"
-        with open(path, "wb") as f:
-            torch.save(state.rank_state_dict(), f)
-            f.flush()
-            os.fsync(f.fileno())
 
     def _checkpoint_group(self) -> dist.ProcessGroup:
         # DCP's background collectives must not interleave with the gradient all-reduces on the training group:
