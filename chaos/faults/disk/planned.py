@@ -64,24 +64,23 @@ def _newest_size(folder: Path) -> int:
 
 @dataclass(frozen=True)
 class StorageStall(RankFault):
-    """The rank stops the run's checkpoint server inside its save of `at_step` (sync: as the save begins;
-    async: once it is issued, while DCP writes in the background) and has its keeper resume it `stall_s`
-    seconds later."""
+    """The rank stops the run's checkpoint server as its save of `at_step` begins (sync: once every rank is in
+    it, its folder made; async: before anything of it reaches the storage, so DCP's writer meets the stall)
+    and has its keeper resume it `stall_s` seconds later."""
 
     type = "storage_stall"
     stall_s: float
     store_bytes: int
 
     def on_save(self, rank: Rank, phase: SavePhase, iteration: int) -> None:
-        inside = SavePhase.ISSUED if rank.ctx.async_saves else SavePhase.BEGIN
-        if phase is not inside or iteration != self.at_step:
+        if phase is not SavePhase.BEGIN or iteration != self.at_step:
             return
         served = os.environ.get(STALLFS_VAR)
         if not served:
             rank.miss(self, "the checkpoints are not served through the run's stall file system")
             return
         pid, control = served.split(":", 1)
-        how = "async save in flight" if rank.ctx.async_saves else "inside the save"
+        how = "as the async save begins" if rank.ctx.async_saves else "inside the save"
         rank.announce(self, iteration, f"storage server pid {pid} stopped for {self.stall_s:g} s ({how})")
         stall(served, self.stall_s, current_attempt())
 
