@@ -46,7 +46,8 @@ class DiskFull(FaultSpec):
 
 class StorageStall(FaultSpec):
     """The checkpoint storage (served through a FUSE file system of the run) stops answering for `stall_s`
-    seconds from inside the save of `at_step`: every system call on it blocks until then."""
+    seconds from the start of the save of `at_step` (a `command`: once its step is seen): every system call on
+    it blocks until then."""
 
     type: Literal["storage_stall"]
     planned = fired.StorageStall
