@@ -14,9 +14,10 @@ never through the Trainer. Call order, per process:
   second time when the ranks' vote says stop and this rank had no reason, so asking twice must be safe);
 - saves run inside the "checkpointing" section: ``on_save(BEGIN)`` once every rank is in the save (its folder
   exists, nothing written; an async save's: as this rank enters it, before its writer makes the folder, since
-  nothing of an async save touches the storage in the step), ``on_save(ISSUED)`` once this rank's writes are issued (a sync save's are done,
-  an async save's handed to its writer), ``on_save(SEALED)`` once the save is complete (for an async save:
-  later, in a later step or at the end; between ISSUED and SEALED the save is in flight);
+  nothing of an async save touches the storage in the step), ``on_save(ISSUED)`` once this rank's writes are
+  issued (a sync save's are done, an async save's handed to its writer), ``on_save(SEALED)`` once the save is
+  complete (for an async save: later, in a later step or at the end; between ISSUED and SEALED the save is in
+  flight);
 - NVRx local checkpoints (``checkpoint.non_persistent_ckpt_type: local``): before a load,
   ``on_local_load(folder)`` with this node's local folder (before the ranks look for local checkpoints);
   on a step that saves one (inside "checkpointing"), ``on_local_save(BEGIN)`` once every rank is in it,

@@ -225,7 +225,7 @@ def _steps_during_async_saves(events: list[Event]) -> int:
             open_since[e["iteration"]] = e["mono"]
         elif e["event"] == names.CHECKPOINT_SAVE_END and e["iteration"] in open_since:
             windows.append((open_since.pop(e["iteration"]), e["mono"]))
-    return sum(1 for e in events if _on_rank0(e, names.STEP) and any(a < e["mono"] < b for a, b in windows))
+    return _steps_within(events, windows)
 
 
 def _steps_during_stalls(events: list[Event]) -> int | None:
@@ -241,8 +241,11 @@ def _steps_during_stalls(events: list[Event]) -> int | None:
                 stopped = None
     if stopped is not None:
         windows.append((stopped, float("inf")))
-    if not windows:
-        return None
+    return _steps_within(events, windows) if windows else None
+
+
+def _steps_within(events: list[Event], windows: list[tuple[float, float]]) -> int:
+    """Rank-0 steps that completed inside any of the (start, end) windows."""
     return sum(1 for e in events if _on_rank0(e, names.STEP) and any(a < e["mono"] < b for a, b in windows))
 
 
