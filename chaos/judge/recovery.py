@@ -46,7 +46,17 @@ def fault_metrics(events: list[Event], at: int) -> dict[str, Any]:
         "timeout_won": None if first_timeout is None else TIMEOUTS[first_timeout["event"]],
         "worker_signal": next((signal_name(e["exitcode"]) for e in events[at + 1 :]
                                if e["event"] == names.WORKER_FAILED and e["exitcode"] < 0), None),
+        "heartbeat_timeout_s": heartbeat_timeout(events, at),
     }
+
+
+def heartbeat_timeout(events: list[Event], at: int) -> float | None:
+    """The FT heartbeat timeout in force where ``events[at]`` struck: its rank's last ``ft_timeouts`` of that
+    attempt before it (configured, or learned and loaded). None where that rank reported none."""
+    fault = events[at]
+    rank = fault["rank"] if fault.get("target_rank") is None else fault["target_rank"]
+    reports = [e for e in events[:at] if e["event"] == names.FT_TIMEOUTS and e["attempt"] == fault["attempt"] and e["rank"] == rank]
+    return (reports[-1].get("heartbeat") or {}).get("subsequent") if reports else None
 
 
 def _resume_source(later: list[Event]) -> str | None:
@@ -59,10 +69,14 @@ def _resume_source(later: list[Event]) -> str | None:
     return "local" if first.get("local") else "persistent"
 
 
-def detect_last(events: list[Event]) -> float | None:
-    """time_to_detect of the last fault (with several faults, e.g. a hang again after learned timeouts)."""
+def last_fault_metrics(events: list[Event]) -> dict[str, Any]:
+    """time_to_detect of the last fault and the heartbeat timeout it met (with several faults, e.g. a hang
+    again after learned timeouts)."""
     at = max((i for i, e in enumerate(events) if e["event"] == names.FAULT_INJECTED), default=None)
-    return None if at is None else fault_metrics(events, at)["time_to_detect_s"]
+    if at is None:
+        return {}
+    last = fault_metrics(events, at)
+    return {"time_to_detect_last_s": last["time_to_detect_s"], "heartbeat_timeout_last_s": last["heartbeat_timeout_s"]}
 
 
 def _is_detection(e: Event, fault_rank: int) -> bool:

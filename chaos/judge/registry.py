@@ -25,6 +25,8 @@ class Expectation:
     metric: str
     judged: Judged
     text: str
+    timeout: str | None = None
+    """The ``Metrics`` field holding the FT heartbeat timeout the measured fault met (a limit's ``timeouts``)."""
 
 
 @dataclass(frozen=True)
@@ -50,9 +52,14 @@ EXPECTATIONS: dict[str, Expectation] = {
     "resumed_from_step": _equal("resumed_from_step", "the step the first attempt after the fault resumed from"),
     "completed_steps": _equal("completed_steps", "the highest step any attempt completed"),
     "lost_steps": _limit("lost_steps", "steps computed before the fault that had to be computed again"),
-    "time_to_detect_s": _limit("time_to_detect_s", "the first fault fired -> the launcher or the trainer acted on it"),
+    "time_to_detect_s": Expectation(
+        "time_to_detect_s", "limit", "the first fault fired -> the launcher or the trainer acted on it", timeout="heartbeat_timeout_s"
+    ),
     "time_to_recover_s": _limit("time_to_recover_s", "the first fault fired -> the first step after the restart"),
-    "time_to_detect_last_s": _limit("time_to_detect_last_s", "time_to_detect of the last fault"),
+    "time_to_detect_last_s": Expectation(
+        "time_to_detect_last_s", "limit", "time_to_detect of the last fault", timeout="heartbeat_timeout_last_s"
+    ),
+    "heartbeat_timeout_last_s": _limit("heartbeat_timeout_last_s", "the FT heartbeat timeout in force where the last fault struck"),
     "goodput": _limit("goodput", "useful step time over the run's wall time"),
     "slowest_step_s": _limit("slowest_step_s", "rank 0's longest step of the final lineage"),
     "longest_step_gap_s": _limit("longest_step_gap_s", "rank 0's longest time between consecutive steps of an attempt, from the first fault on"),

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos.judge.recovery import RANK_DETECTIONS, RUNNER_DETECTIONS, detect_last, fault_metrics
+from chaos.judge.recovery import RANK_DETECTIONS, RUNNER_DETECTIONS, fault_metrics, last_fault_metrics
 from runlog import names
 from runlog.reader import read_events
 
@@ -95,6 +95,10 @@ class Metrics:
     resumed_from_step: int | None = None
     lost_steps: int | None = None
     time_to_detect_last_s: float | None = None
+    heartbeat_timeout_s: float | None = None
+    """The FT heartbeat timeout in force where the first fault struck (a limit's ``timeouts`` unit)."""
+    heartbeat_timeout_last_s: float | None = None
+    """The same where the last fault struck: a learned one after ``ft.calc_ft_timeouts``."""
     start_s: float | None = None
     """The first start: the launch to the first step (a limit's ``startups`` unit; None without either)."""
     faults_injected: int = 0
@@ -186,7 +190,7 @@ def compute_metrics(events: Iterable[Event]) -> Metrics:
         learned_timeouts_used=_learned_timeouts_used(ordered),
         **_straggler_metrics(ordered),
         **_last_round(ordered),
-        time_to_detect_last_s=detect_last(ordered),
+        **last_fault_metrics(ordered),
         launches=sum(1 for e in ordered if e["event"] == names.LAUNCH and e["rank"] < 0),
         **_slurm_metrics(ordered),
         pitfalls=sorted({e["name"] for e in ordered if e["event"] == names.PITFALL}),

@@ -109,9 +109,14 @@ def judge(expect: Expect, metrics: Metrics, baseline_check: BaselineCheck | None
     verdicts = []
     for name, check in EXPECTATIONS.items():
         wanted = getattr(expect, name)
-        wanted = wanted.for_start(metrics.start_s) if isinstance(wanted, Limit) else wanted
-        if wanted is not None:
-            verdicts.append(_measured(name, wanted, getattr(metrics, check.metric), check.judged))
+        if wanted is None:
+            continue
+        expected = None
+        if isinstance(wanted, Limit):
+            stated = wanted
+            wanted = stated.for_run(metrics.start_s, getattr(metrics, check.timeout) if check.timeout else None)
+            expected = wanted.describe() if wanted is stated else f"{wanted.describe()} ({stated.describe()})"
+        verdicts.append(_measured(name, wanted, getattr(metrics, check.metric), check.judged, expected))
     if expect.baseline is not None:
         verdicts.append(_baseline(expect.baseline, baseline_check))
     return verdicts
@@ -148,8 +153,9 @@ def compare_runs(run_dir: str | Path, baseline_dir: str | Path, mode: Literal["e
     )
 
 
-def _measured(name: str, wanted: Any, observed: Any, judged: Judged) -> Verdict:
-    expected = wanted.describe() if judged == "limit" else f"== {wanted}"
+def _measured(name: str, wanted: Any, observed: Any, judged: Judged, expected: str | None = None) -> Verdict:
+    """``expected``: a limit's text in seconds with what the run made of it (start-up, timeout)."""
+    expected = expected or (wanted.describe() if judged == "limit" else f"== {wanted}")
     bounds = _bounds(wanted)
     if observed is None:
         return Verdict(name, expected, NOT_OBSERVED, False, bounds)

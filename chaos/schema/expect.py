@@ -20,6 +20,11 @@ class Limit(Strict):
     """With max: the bound also allows this many of the run's own start-up (its launch to its first step,
     ``Metrics.start_s``), for a time that includes starting workers again, which grows with the machine's load
     as the first start did (docs/performance.md, "Headroom under load")."""
+    timeouts: float | None = Field(default=None, gt=0)
+    """Both bounds also add this many of the FT heartbeat timeout in force where the fault struck (its rank's
+    last ``ft_timeouts`` before it), for a detection the timeout bounds whatever it is: a learned one
+    (``ft.calc_ft_timeouts``) varies with how fast the run stepped. Only the detection expectations take it
+    (TIMEOUT_BOUNDED)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -40,21 +45,32 @@ class Limit(Strict):
             raise ValueError("startups adds to max: give max as well")
         return self
 
-    def for_start(self, start_s: float | None) -> Limit:
-        """The limit in seconds for a run whose first start took `start_s` (itself without ``startups``, or
-        when the run never started: then max alone, the strictest reading)."""
-        if self.startups is None or start_s is None or self.max is None:
+    def for_run(self, start_s: float | None, timeout_s: float | None) -> Limit:
+        """The limit in seconds for a run whose first start took `start_s` and whose fault met an FT heartbeat
+        timeout of `timeout_s`. A part the run did not show (it never started, no timeout reported) stays
+        unresolved and adds nothing: the strictest reading."""
+        started = self.startups is not None and start_s is not None and self.max is not None
+        timed = self.timeouts is not None and timeout_s is not None
+        if not started and not timed:
             return self
-        return Limit(min=self.min, max=self.max + self.startups * start_s)
+        shift = self.timeouts * timeout_s if timed else 0.0
+        more = self.startups * start_s if started else 0.0
+        return Limit(
+            min=None if self.min is None else self.min + shift,
+            max=None if self.max is None else self.max + shift + more,
+            startups=None if started else self.startups,
+            timeouts=None if timed else self.timeouts,
+        )
 
     def holds(self, value: float) -> bool:
         return (self.min is None or value >= self.min) and (self.max is None or value <= self.max)
 
     def describe(self) -> str:
+        timed = f" + {self.timeouts:g} x heartbeat timeout" if self.timeouts is not None else ""
         if self.min == self.max:
-            return f"== {self.min:g}"
+            return f"== {self.min:.4g}{timed}"
         most = f" + {self.startups:g} x start-up" if self.startups is not None else ""
-        parts = [f">= {self.min:g}" if self.min is not None else "", f"<= {self.max:g}{most}" if self.max is not None else ""]
+        parts = [f">= {self.min:.4g}{timed}" if self.min is not None else "", f"<= {self.max:.4g}{timed}{most}" if self.max is not None else ""]
         return " and ".join(p for p in parts if p)
 
 
@@ -81,6 +97,8 @@ SignalName = Literal[tuple(s.name for s in signal.Signals)]  # type: ignore[vali
 
 HARNESS_FIELDS = ("pitfalls", "killed_at_deadline", "failures_not_injected")
 """Expectations the harness's own verdicts take (they are judged whether given or not)."""
+TIMEOUT_BOUNDED = ("time_to_detect_s", "time_to_detect_last_s")
+"""Expectations whose limits may add ``timeouts``: the detections, which an FT heartbeat timeout bounds."""
 
 
 class ExpectedFailure(Strict):
@@ -107,6 +125,9 @@ class Expect(Strict):
     time_to_recover_s: Limit | None = None
     time_to_detect_last_s: Limit | None = None
     """time_to_detect of the last fault: with learned timeouts, a second hang is caught sooner."""
+    heartbeat_timeout_last_s: Limit | None = None
+    """The FT heartbeat timeout in force where the last fault struck (its rank's last ``ft_timeouts`` before it):
+    below the configured one when timeouts learned earlier were loaded."""
     goodput: Limit | None = None
     slowest_step_s: Limit | None = None
     """Rank 0's longest step in the run's final lineage: a degraded link or a slow rank stretches it."""
@@ -179,6 +200,14 @@ class Expect(Strict):
         if isinstance(data, dict) and isinstance(data.get("checkpoints_saved"), list):  # YAML's list, the metric's tuple
             data = {**data, "checkpoints_saved": tuple(data["checkpoints_saved"])}
         return data
+
+    @model_validator(mode="after")
+    def _timeouts_bound_detections(self) -> Expect:
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if isinstance(value, Limit) and value.timeouts is not None and name not in TIMEOUT_BOUNDED:
+                raise ValueError(f"{name}.timeouts: only {' and '.join(TIMEOUT_BOUNDED)} are bounded by a timeout")
+        return self
 
 
 HARNESS_VERDICTS = ("deadline", "processes_reaped", "faults_found_targets", "unexplained_failures", "pitfalls")

@@ -33,7 +33,7 @@ def test_a_recovery_limit_allows_the_runs_own_start_ups_on_top_of_its_max() -> N
     (verdict,) = judge(expect, RECOVERED)[1:]
     assert verdict.passed and verdict.bounds == {"max": 26.0}  # 10 + 2 x 8 s
     (slow,) = judge(expect, dataclasses.replace(RECOVERED, time_to_recover_s=27.0))[1:]
-    assert not slow.passed and slow.message() == "time_to_recover_s: expected <= 26, observed 27"
+    assert not slow.passed and slow.message() == "time_to_recover_s: expected <= 26 (<= 10 + 2 x start-up), observed 27"
 
 
 def test_without_a_measured_start_the_max_alone_holds() -> None:
