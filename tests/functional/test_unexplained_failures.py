@@ -17,6 +17,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import yaml
 
 SCRIPT = Path(__file__).parent / "standalone" / "ddp_train.py"
 CAUSE = "OSError: [Errno 98] Address already in use"
@@ -75,7 +76,9 @@ def test_a_start_up_death_before_the_fault_is_a_broken_run_naming_its_cause_and_
     assert logged[0]["cause"] == CAUSE
 
 
-def test_the_same_crash_expected_by_name_passes(tmp_path: Path) -> None:
+def test_the_same_crash_expected_by_name_passes_and_unexpected_with_no_fault_at_all_is_broken(tmp_path: Path) -> None:
+    """No fault planned: the crash at start-up, then a clean attempt. Expected by name, the run passes; the
+    same run judged by the same scenario without that expectation (its folder's scenario copy) is broken."""
     path = tmp_path / "clash_expected.yaml"
     path.write_text(SCENARIO.format(
         name="clash_expected", script=SCRIPT, faults="[]",
@@ -85,3 +88,14 @@ def test_the_same_crash_expected_by_name_passes(tmp_path: Path) -> None:
     ran = _chaos("run", str(path), "--out", str(tmp_path / "runs"))
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "ok   unexplained_failures: expected exactly own_port_clash (cause contains 'Address already in use')" in ran.stdout
+
+    (run_dir,) = (tmp_path / "runs").glob("clash_expected-*")
+    copy = run_dir / "scenario.yaml"
+    scenario = yaml.safe_load(copy.read_text())
+    scenario["expect"]["failures_not_injected"] = None
+    copy.write_text(yaml.safe_dump(scenario))
+    judged = _chaos("judge", str(run_dir))
+    assert judged.returncode == 3, judged.stdout + judged.stderr
+    assert "clash_expected: BROKEN" in judged.stdout
+    assert "FAIL unexplained_failures: expected none, observed attempt 0, rank" in judged.stdout and CAUSE in judged.stdout
+    assert "ok   restarts" in judged.stdout  # the restart happened, and is no recovery
