@@ -19,6 +19,11 @@ Two things a run_recipe.py user gets from a full NeMo container, which this driv
 - Without Transformer Engine (the lent GPU machines have none), Bridge has no automatic fallback:
   the model gets Bridge's ``local_layer_spec`` and ``masked_softmax_fusion=False``, and a line says so.
 
+``--chaos-plan {run_dir}/plan.json`` (a scenario's command names it) arms the harness's faults that strike
+inside a rank before an iteration (``gpu_oom``): Bridge's forward step is wrapped so that the plan's faults of
+this rank see each iteration before its first forward pass (chaos/hooks/seam.py). Without it nothing of the
+harness is imported.
+
 It runs on a GPU machine with megatron-bridge installed (tools/megatron-gpu-setup.sh); nothing on the
 CPU machines imports it. ``pretrain`` sits behind ``if __name__ == "__main__":`` because Bridge's async
 checkpoint writer starts processes with ``spawn``, which re-import this module.
@@ -91,15 +96,53 @@ def build_config(recipe: str, overrides: list[str]):
     return cfg
 
 
+def armed(forward_step, plan: str, cfg):
+    """`forward_step` with the plan's faults of this rank fired before each iteration's first forward pass.
+
+    Bridge passes its GlobalState as the first argument when the function's signature (followed through
+    functools.wraps) starts with ``state``; ``state.train_state.step`` counts the iterations done, so the one
+    being computed is one more (Megatron's log numbers it so too).
+    """
+    import functools
+    import os
+
+    import torch
+
+    from chaos.hooks.seam import StepSeam
+    from trainer.components import TrainContext
+
+    seam: StepSeam | None = None
+
+    @functools.wraps(forward_step)
+    def step(state, *args, **kwargs):
+        nonlocal seam
+        if seam is None:
+            world, local = torch.distributed.get_world_size(), int(os.environ.get("LOCAL_RANK", "0"))
+            ctx = TrainContext(
+                rank=torch.distributed.get_rank(), world_size=world, local_rank=local,
+                device=torch.device("cuda", torch.cuda.current_device()), backend=torch.distributed.get_backend(),
+                microbatches=cfg.train.global_batch_size // (cfg.train.micro_batch_size * world),
+                async_saves=bool(cfg.checkpoint.async_save),
+            )
+            seam = StepSeam(plan, ctx)
+        seam.before(state.train_state.step + 1)
+        return forward_step(state, *args, **kwargs)
+
+    return step
+
+
 def main() -> None:
-    """Parse --recipe and the dotted overrides, then run Bridge's pretraining."""
+    """Parse --recipe, --chaos-plan and the dotted overrides, then run Bridge's pretraining."""
     from megatron.bridge.training.gpt_step import forward_step
     from megatron.bridge.training.pretrain import pretrain
 
     parser = argparse.ArgumentParser(description="Megatron Bridge GPT pretraining from a recipe")
     parser.add_argument("--recipe", default="vanilla_gpt_pretrain_config", help="a megatron.bridge.recipes name")
+    parser.add_argument("--chaos-plan", help="the run's plan.json: fire its in-rank faults before their iteration")
     args, overrides = parser.parse_known_args()
-    pretrain(config=build_config(args.recipe, overrides), forward_step_func=forward_step)
+    cfg = build_config(args.recipe, overrides)
+    step = forward_step if args.chaos_plan is None else armed(forward_step, args.chaos_plan, cfg)
+    pretrain(config=cfg, forward_step_func=step)
 
 
 if __name__ == "__main__":

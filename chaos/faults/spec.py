@@ -29,6 +29,9 @@ class FaultSpec(Strict):
     """The kind as planned and fired: its class on the side that fires it."""
     requires: ClassVar[str | None] = None
     """The scenario's `requires` the kind needs (gpu: a CUDA device), or None: any."""
+    seam: ClassVar[bool] = False
+    """Whether a `command` handed the plan fires it too: the kind strikes before a step and needs only the
+    device, which a driver of ours gives it through the trainer's step seam (chaos/hooks/seam.py)."""
 
     @model_validator(mode="after")
     def _one_trigger(self) -> FaultSpec:

@@ -7,6 +7,10 @@ a relative one is the scenario file's folder's, made absolute when the file is l
 so ``validate`` refuses what would fail after the launch. A bare program must be on PATH. Other arguments
 are passed as written (the command runs in the project root; ``{run_dir}`` is the run folder).
 
+A command that names the run's plan (``{run_dir}/plan.json`` in an argument) is handed the plan: a driver of
+ours fires the plan's in-rank faults that have a seam (``FaultSpec.seam``: gpu_oom) through chaos/hooks/seam.py,
+so such a scenario may plan them (drivers/megatron_bridge.py takes it as ``--chaos-plan``).
+
 ``--ft-cfg-path FILE`` (or ``--ft-cfg-path=FILE``) in a command is ft_launcher's option, not the rank's: the
 command brings its own fault-tolerance config, as NVRx's examples are launched. The runner takes it out of
 the rank's argv and gives the launcher that file's ``fault_tolerance`` section (chaos/supervise/runner.py).
@@ -27,6 +31,7 @@ import yaml
 
 FT_CFG = "--ft-cfg-path"
 RUN_DIR = "{run_dir}"
+PLAN = f"{RUN_DIR}/plan.json"
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?")
 _PYTHON_VALUE_OPTIONS = ("-W", "-X")
 
@@ -51,6 +56,11 @@ def file_args(command: list[str]) -> list[int]:
                 break
     at = ft_cfg_at(command)
     return found + ([at] if at is not None else [])
+
+
+def takes_plan(command: list[str]) -> bool:
+    """Whether the command is handed the run's plan (an argument names ``{run_dir}/plan.json``)."""
+    return any(PLAN in arg for arg in command)
 
 
 def ft_cfg_at(command: list[str]) -> int | None:

@@ -16,6 +16,7 @@ class GpuOom(FaultSpec):
     type: Literal["gpu_oom"]
     planned = fired.GpuOom
     requires = "gpu"
+    seam = True
 
     @model_validator(mode="after")
     def _one_trigger(self) -> GpuOom:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from chaos.faults.plan import Side
 from chaos.schema.scenario import ScenarioError, plan_faults
 
 
@@ -36,6 +37,18 @@ def test_command_scenarios_take_signal_faults_and_a_step_group(make_scenario) ->
     with pytest.raises(ScenarioError, match="step_pattern: required"):
         make_scenario(**cmd, faults=[{"type": "sigkill", "rank": 0, "at_step": 2}])
 
+
+
+def test_a_command_handed_the_plan_takes_the_faults_with_a_seam_only(make_scenario) -> None:
+    cmd = {"command": ["python", "x.py"], "trainer": {}, "requires": "gpu", "step_pattern": r"step (?P<step>\d+)"}
+    oom = [{"type": "gpu_oom", "rank": 0, "at_step": 2}]
+    with pytest.raises(ScenarioError, match=r"faults\[0\].type: gpu_oom fires inside a rank: the `command` must be handed the plan"):
+        make_scenario(**cmd, faults=oom)
+    handed = {**cmd, "command": ["python", "x.py", "--chaos-plan={run_dir}/plan.json"]}
+    s = make_scenario(**handed, faults=oom)
+    assert s.planned(s.faults[0]).side is Side.RANK
+    with pytest.raises(ScenarioError, match="signal faults only"):
+        make_scenario(**handed, faults=[{"type": "exception", "rank": 0, "at_step": 2, "message": "x"}])
 
 LOCAL = {
     "train.train_iters": 12, "checkpoint.save_interval": 5, "checkpoint.non_persistent_ckpt_type": "local",
