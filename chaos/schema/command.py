@@ -63,6 +63,15 @@ def takes_plan(command: list[str]) -> bool:
     return any(PLAN in arg for arg in command)
 
 
+def rank_fault_problem(kind: str, seam: bool, command: list[str]) -> str | None:
+    """Why the command cannot take a fault of `kind` that fires inside a rank (`seam`: it has a step seam)."""
+    if not seam:
+        return f"{kind} fires inside this project's trainer; a `command` takes signal faults only"
+    if not takes_plan(command):
+        return f"{kind} fires inside a rank: the `command` must be handed the plan ({PLAN})"
+    return None
+
+
 def ft_cfg_at(command: list[str]) -> int | None:
     """Where the value of the command's --ft-cfg-path is (its own argument, or the one after it)."""
     for i, arg in enumerate(command):

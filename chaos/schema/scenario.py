@@ -246,12 +246,8 @@ class Scenario(Strict):
         if self.expect.baseline is not None:
             yield "expect.baseline: needs this project's trainer (a `command` writes no final weights)"
         for i, fault in enumerate(self.faults):
-            if self.planned(fault).side is Side.RUNNER:
-                continue
-            if not fault.seam:
-                yield f"faults[{i}].type: {fault.type} fires inside this project's trainer; a `command` takes signal faults only"
-            elif not cmd.takes_plan(self.command):
-                yield f"faults[{i}].type: {fault.type} fires inside a rank: the `command` must be handed the plan ({cmd.PLAN})"
+            if self.planned(fault).side is not Side.RUNNER and (problem := cmd.rank_fault_problem(fault.type, fault.seam, self.command)):
+                yield f"faults[{i}].type: {problem}"
         yield from cmd.ft_cfg_problems(self.command, self.launcher, self.ft.detection_set())
         if self.step_pattern is not None:
             try:
