@@ -38,7 +38,6 @@ def test_command_scenarios_take_signal_faults_and_a_step_group(make_scenario) ->
         make_scenario(**cmd, faults=[{"type": "sigkill", "rank": 0, "at_step": 2}])
 
 
-
 def test_a_command_handed_the_plan_takes_the_faults_with_a_seam_only(make_scenario) -> None:
     cmd = {"command": ["python", "x.py"], "trainer": {}, "requires": "gpu", "step_pattern": r"step (?P<step>\d+)"}
     oom = [{"type": "gpu_oom", "rank": 0, "at_step": 2}]
@@ -49,6 +48,7 @@ def test_a_command_handed_the_plan_takes_the_faults_with_a_seam_only(make_scenar
     assert s.planned(s.faults[0]).side is Side.RANK
     with pytest.raises(ScenarioError, match="signal faults only"):
         make_scenario(**handed, faults=[{"type": "exception", "rank": 0, "at_step": 2, "message": "x"}])
+
 
 LOCAL = {
     "train.train_iters": 12, "checkpoint.save_interval": 5, "checkpoint.non_persistent_ckpt_type": "local",
