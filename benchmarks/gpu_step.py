@@ -14,6 +14,11 @@ It checks that ``det`` repeats bit for bit: a second Trainer of the same config 
 the same weights. An attention section times SDPA alone per backend, with determinism on and off, and
 checks whether each backward repeats. Writes DIR/gpu_step.json and DIR/gpu_step.md after every row.
 
+A row that does not fit the card (torch.cuda.OutOfMemoryError: det-old at 1B mbs 8 needs about 89 GiB, more
+than an H100 has) is listed as skipped with the reason; a row that fails otherwise is listed as failed with
+its error. Neither ends the benchmark: the other rows are measured. The exit code is 1 when a row failed or
+``det`` did not repeat, else 0. ``--override KEY=VALUE`` (repeatable) applies to every row.
+
 MFU, two ways: ``mfu_6n``, 6 x all parameters per token (the formula of the figures in
 /work/shared/notes/gpu.md, so that they compare), and ``mfu_model``, the model FLOPs of PaLM (Chowdhery et al.
 2022, appendix B): 6 x the weights that enter matmuls (the tied LM head included, the embedding lookups not)
@@ -111,7 +116,9 @@ def chosen_attention(trainer: Any) -> str:
         return SDPBackend(torch._fused_sdp_choice(q, q, q, is_causal=True)).name
 
 
-def measure(shape: Shape, mode: str, env: Any, warmup: int, timed: int, keep_weights: bool) -> dict[str, Any]:
+def measure(
+    shape: Shape, mode: str, env: Any, warmup: int, timed: int, keep_weights: bool, extra: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """Build the Trainer of (shape, mode), run warmup + timed steps; the row and the run's losses/weights."""
     import torch
 
@@ -122,7 +129,7 @@ def measure(shape: Shape, mode: str, env: Any, warmup: int, timed: int, keep_wei
     cuda = env.device.type == "cuda"
     reset_determinism()
     recipe = "tiny_cpu" if shape.name == "smoke" else "gpt_125m"
-    cfg = load_config(recipe, None, [*BASE, f"dist.device={env.device.type}", *shape.overrides, *MODES[mode]])
+    cfg = load_config(recipe, None, [*BASE, f"dist.device={env.device.type}", *shape.overrides, *MODES[mode], *extra])
     if cuda:
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
@@ -162,6 +169,38 @@ def measure(shape: Shape, mode: str, env: Any, warmup: int, timed: int, keep_wei
         trainer.close()
         del trainer
         gc.collect()
+
+
+def unmeasured(shape: Shape, mode: str, error: BaseException) -> dict[str, Any]:
+    """The row of a (shape, mode) that raised: skipped when it does not fit the card (out of memory), else
+    failed; the reason is the error's first line."""
+    import torch
+
+    text = str(error).splitlines()[0][:160] if str(error) else type(error).__name__
+    if isinstance(error, torch.cuda.OutOfMemoryError):
+        card = ""
+        if torch.cuda.is_available():
+            card = f" (the card has {torch.cuda.get_device_properties(0).total_memory / 2**30:.0f} GiB)"
+        return {"shape": shape.name, "mode": mode, "outcome": "skipped", "reason": f"does not fit{card}: {text}"}
+    return {"shape": shape.name, "mode": mode, "outcome": "failed", "reason": f"{type(error).__name__}: {text}"}
+
+
+def measure_or_note(
+    shape: Shape, mode: str, env: Any, warmup: int, timed: int, keep_weights: bool, extra: tuple[str, ...]
+) -> dict[str, Any] | None:
+    """measure(), or None with the error noted in the row (``unmeasured``): one row's failure, an out of
+    memory above all, never ends the benchmark. The memory of a row that raised is given back first."""
+    import torch
+
+    try:
+        return measure(shape, mode, env, warmup, timed, keep_weights, extra)
+    except Exception as e:  # noqa: BLE001 - any error of one row is that row's outcome, reported in its row
+        row = unmeasured(shape, mode, e)
+        print(f"  {row['outcome']}: {shape.name} {mode}: {row['reason']}", flush=True)
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        return {"row": row}
 
 
 def attention_section(shapes: list[Shape], device: Any, reps: int) -> list[dict[str, Any]]:
@@ -209,6 +248,19 @@ def attention_section(shapes: list[Shape], device: Any, reps: int) -> list[dict[
     return rows
 
 
+def determinism_row(shape: Shape, runs: dict[str, dict[str, Any]], again: dict[str, Any] | None) -> dict[str, Any]:
+    """Whether ``det`` repeated (None: det or its repeat was not measured), and the modes' step times over
+    nondet's where both were measured."""
+    row: dict[str, Any] = {"shape": shape.name, "bit_identical": None}
+    if "det" in runs and again is not None and "losses" in again:
+        row.update(bit_identical=same_run(runs["det"], again), last_loss=runs["det"]["losses"][-1],
+                   last_loss_again=again["losses"][-1], step_ms_again=again["row"]["step_ms"])
+    fastest = runs["nondet"]["row"]["step_ms"] if "nondet" in runs else None
+    for mode, key in (("det", "det_vs_nondet"), ("det-old", "det_old_vs_nondet")):
+        row[key] = round(runs[mode]["row"]["step_ms"] / fastest, 2) if fastest and mode in runs else None
+    return row
+
+
 def write(out: Path, results: dict[str, Any]) -> str:
     from benchmarks.report import markdown_table
 
@@ -241,21 +293,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     args.out.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {"machine": machine(env), "steps": [], "determinism": [], "attention": []}
     t0 = time.perf_counter()
+    extra = tuple(args.override)
     for shape in shapes:
         runs = {}
         for mode in shape.modes:
-            runs[mode] = measure(shape, mode, env, warmup, timed, keep_weights=mode == "det")
+            runs[mode] = measure_or_note(shape, mode, env, warmup, timed, mode == "det", extra)
             results["steps"].append(runs[mode]["row"])
             print(f"[{time.perf_counter() - t0:6.1f}s] {runs[mode]['row']}", flush=True)
             write(args.out, results)
-        again = measure(shape, "det", env, warmup, timed, keep_weights=True)
-        fastest = runs["nondet"]["row"]["step_ms"]
-        results["determinism"].append({
-            "shape": shape.name, "bit_identical": same_run(runs["det"], again),
-            "last_loss": runs["det"]["losses"][-1], "last_loss_again": again["losses"][-1],
-            "step_ms_again": again["row"]["step_ms"], "det_vs_nondet": round(runs["det"]["row"]["step_ms"] / fastest, 2),
-            "det_old_vs_nondet": round(runs["det-old"]["row"]["step_ms"] / fastest, 2) if "det-old" in runs else None,
-        })
+        measured = {mode: r for mode, r in runs.items() if "losses" in r}
+        again = measure_or_note(shape, "det", env, warmup, timed, True, extra) if "det" in measured else None
+        results["determinism"].append(determinism_row(shape, measured, again))
         print(f"[{time.perf_counter() - t0:6.1f}s] determinism {results['determinism'][-1]}", flush=True)
         write(args.out, results)
     results["attention"] = attention_section(shapes, env.device, reps=2 if args.smoke else 5)
@@ -270,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=3, help="untimed steps per Trainer (default: %(default)s)")
     p.add_argument("--steps", type=int, default=8, help="timed steps per Trainer (default: %(default)s)")
     p.add_argument("--smoke", action="store_true", help="a tiny model on CPU: the plumbing, for the unit test")
+    p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                   help="a trainer config override applied to every row (repeatable)")
     args = p.parse_args(argv)
     if args.warmup < 0 or args.steps < 1:
         p.error("--warmup must be >= 0 and --steps >= 1")
@@ -277,7 +327,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch.distributed as dist
 
     dist.destroy_process_group()
-    return 0 if all(r["bit_identical"] for r in results["determinism"]) else 1
+    failed = [r for r in results["steps"] if r.get("outcome") == "failed"]
+    return 0 if not failed and all(r["bit_identical"] is not False for r in results["determinism"]) else 1
 
 
 if __name__ == "__main__":

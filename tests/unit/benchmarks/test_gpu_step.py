@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks.gpu_step import flops_per_token, mfu, same_run
+from benchmarks.gpu_step import SMOKE_SHAPES, flops_per_token, mfu, same_run, unmeasured
 
 ROOT = Path(__file__).resolve().parents[3]
 L, H, FFN, V, S = 20, 2048, 8192, 256, 2048
@@ -56,3 +56,26 @@ def test_the_smoke_run_measures_every_mode_and_checks_determinism(tmp_path: Path
     assert results["determinism"][0]["bit_identical"] is True
     assert {r["backend"] for r in results["attention"]} == {"CUDNN_ATTENTION", "FLASH_ATTENTION", "EFFICIENT_ATTENTION", "MATH"}
     assert "| det-old |" in (tmp_path / "gpu_step.md").read_text()
+
+
+def test_a_row_out_of_memory_is_skipped_and_any_other_error_fails_it_with_the_reason() -> None:
+    shape = SMOKE_SHAPES[0]
+    oom = unmeasured(shape, "det-old", torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB"))
+    assert oom["outcome"] == "skipped" and oom["reason"].startswith("does not fit")
+    assert "Tried to allocate 8.00 GiB" in oom["reason"]
+    other = unmeasured(shape, "det", ValueError("bad\nsecond line"))
+    assert other == {"shape": "smoke", "mode": "det", "outcome": "failed", "reason": "ValueError: bad"}
+
+
+def test_rows_that_fail_never_end_the_benchmark(tmp_path: Path) -> None:
+    """Every row of the smoke run fails (a config value the trainer refuses): each is listed with its reason,
+    determinism is not measured, the attention section still runs, the files are written, and it exits 1."""
+    out = subprocess.run([sys.executable, "-m", "benchmarks.gpu_step", "--smoke", "--out", str(tmp_path),
+                          "--override", "optimizer.adam_impl=bogus"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1, out.stderr[-2000:]
+    results = json.loads((tmp_path / "gpu_step.json").read_text())
+    assert [(r["mode"], r["outcome"]) for r in results["steps"]] == [("nondet", "failed"), ("det", "failed"), ("det-old", "failed")]
+    assert all("adam_impl" in r["reason"] for r in results["steps"]), results["steps"]
+    assert results["determinism"] == [{"shape": "smoke", "bit_identical": None, "det_vs_nondet": None, "det_old_vs_nondet": None}]
+    assert len(results["attention"]) == 8
+    assert "| failed |" in (tmp_path / "gpu_step.md").read_text()
