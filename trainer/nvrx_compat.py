@@ -71,10 +71,14 @@ def ft_config_section(options: dict) -> dict:
 
     ``gpu_memory_reclaim_timeout`` (0.5+: after stopping workers, wait until the node's GPUs are nearly
     empty) is left to NVRx's default when None, and dropped where the launcher has no such wait (0.4.1).
+    The 0.7 options of LAUNCHER_FEATURES are written only when set; the command-line ones never.
     """
     options = dict(options)
     if options.get("gpu_memory_reclaim_timeout") is None or _MAJOR_MINOR <= (0, 4):
         options.pop("gpu_memory_reclaim_timeout", None)
+    for name in (*LAUNCHER_FEATURES, *LAUNCHER_CLI_ONLY):  # unset: NVRx's default (the runner refuses a set one it lacks)
+        if options.get(name) is None or name in LAUNCHER_CLI_ONLY:
+            options.pop(name, None)
     sections = options.get("rank_section_timeouts") or {}  # NVRx iterates it: None is not "no sections"
     return {"fault_tolerance": {**options, "rank_section_timeouts": sections, "enable_nic_monitor": False}}
 
@@ -86,3 +90,32 @@ their own agent's restarts (0.4.1's). 0.5 and 0.6 were never run here."""
 
 SIMULATED_NODES_ENV = {"NVRX_ENABLE_MULTI_LAUNCHERS_PER_NODE": "1"}
 """0.7's rendezvous closes itself when two launchers share a host, unless told the nodes are simulated."""
+
+
+LAUNCHER_FEATURES: dict[str, tuple[int, int]] = {
+    "max_no_progress_cycles": (0, 7),
+    "min_progress_iterations": (0, 7),
+    "checkpoint_iteration_file": (0, 7),
+    "no_restart_exit_code": (0, 7),
+    "enable_nic_healthcheck": (0, 7),
+    "link_state_path_template": (0, 7),
+    "storage_healthcheck_path": (0, 7),
+    "cycle_info_dir": (0, 7),
+    "check_remaining_processes": (0, 7),
+}
+"""ft_launcher options 0.4.1's launcher lacks, with the version that has them here: progress tracking, the
+no-restart exit code, the health checks before rendezvous, cycle records. 0.5 and 0.6 were never run here,
+so each is dated by the one newer version that was (0.7.0)."""
+
+LAUNCHER_CLI_ONLY = ("no_restart_exit_code",)
+"""Options the launcher takes on its command line alone (not from the --ft-cfg-path YAML)."""
+
+
+def launcher_lacks(options: dict) -> list[str]:
+    """The options set (not None) that the installed launcher does not have."""
+    return [name for name, value in options.items() if value is not None and LAUNCHER_FEATURES.get(name, (0, 0)) > _MAJOR_MINOR]
+
+
+def launcher_cli_options(options: dict) -> list[str]:
+    """The command-line options for the set ones of LAUNCHER_CLI_ONLY (`--ft-no-restart-exit-code=93`)."""
+    return [f"--ft-{name.replace('_', '-')}={options[name]}" for name in LAUNCHER_CLI_ONLY if options.get(name) is not None]

@@ -20,7 +20,9 @@ The rules:
   earlier attempt's fault when the failed attempt had started training again (a rank of it wrote
   ``run_start``, or an observed event of a trainer that writes none of its own): a recovery that failed
   is the stack's failure, judged by the recovery verdicts. An attempt that died before any of its ranks
-  started, with no fault of its own, failed of something else (a port, a package, a crash at start-up).
+  started, with no fault of its own, failed of something else (a port, a package, a crash at start-up),
+  unless the launcher refused to start it because a health check before its rendezvous failed (NVRx 0.7,
+  HEALTH_CHECK_FAILED): that is its reaction to the earlier fault.
   A host_oom fault explains only a death the kernel's OOM killer caused: an ``oom_kill`` of the run's
   cgroup naming its rank (any other SIGKILL of that rank is unexplained); the failure's cause then says so.
 - A planned fault is *never due* when it neither struck (``fault_injected``) nor came due without a
@@ -158,7 +160,10 @@ def _failure(e: Event, logs: Mapping[str, str]) -> Failure | None:
         cause = f"the launcher restarted the worker group: {e.get('line', '')}".rstrip(": ")
         return Failure(e["attempt"] - 1, None, None, None, name, e["mono"], e.get("wall", 0.0), cause)
     if name == names.LAUNCHER_EXIT and e.get("code") not in (0, None):
-        return Failure(e["attempt"], None, e["code"], None, name, e["mono"], e.get("wall", 0.0), f"the launcher exited {e['code']}")
+        cause = f"the launcher exited {e['code']}"
+        check = HEALTH_CHECK_FAILED.search(logs.get(e.get("node") or "", logs.get("", "")))
+        cause += f": {check.group(0).strip()}" if check else ""
+        return Failure(e["attempt"], None, e["code"], None, name, e["mono"], e.get("wall", 0.0), cause)
     if name == names.DEADLINE:
         cause = f"killed at the deadline ({e.get('seconds', 0):g} s)"
         return Failure(e["attempt"], None, None, None, name, e["mono"], e.get("wall", 0.0), cause)
@@ -177,9 +182,16 @@ def _explain(signs: list[Failure], faults: list[Event], events: list[Event]) -> 
             struck = dataclasses.replace(struck, cause=f"OOM-killed by the kernel: pid {kill['target']} in {kill['cgroup']}")
         return _with(struck, _fault_id(own[-1]), recovery=False)
     earlier = [f for f in faults if f["attempt"] < failure.attempt and f["mono"] <= failure.mono]
-    if earlier and _started(failure.attempt, events):
+    refused = failure.how == names.LAUNCHER_EXIT and HEALTH_CHECK_FAILED.search(failure.cause) is not None
+    if earlier and (_started(failure.attempt, events) or refused):
         return _with(failure, _fault_id(earlier[-1]), recovery=True)
     return failure
+
+
+HEALTH_CHECK_FAILED = re.compile(r"[A-Z][A-Za-z ]*?health check failed for node[^\n]*")
+"""ft_launcher's line (NVRx 0.7) when a health check before a rendezvous fails: it then exits 1 without
+starting the attempt. After an injected fault that is the stack's reaction to the fault (it refused to
+restart onto what the fault broke), so the earlier fault explains it, as a restart the fault broke."""
 
 
 def _oom_kill(fault: Event, events: list[Event]) -> Event | None:

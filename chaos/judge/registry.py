@@ -86,6 +86,11 @@ EXPECTATIONS: dict[str, Expectation] = {
     "resume_source": _equal("resume_source", "what the first restart after the fault resumed from"),
     "timeout_won": _equal("timeout_won", "which timeout acted first on the fault"),
     "worker_signal": _equal("worker_signal", "the signal the first worker killed by one after the fault died of"),
+    "stopped_for_no_progress": _equal(
+        "no_progress_stop_cycles", "the cycles the job ran when ft_launcher's progress tracker stopped it (NVRx 0.7)"
+    ),
+    "restart_time_saved_s": _limit("restart_time_saved_s", "that stop against burning every restart: restarts left x mean cycle"),
+    "health_check_failed": _equal("health_check_failed", "the first health check ft_launcher failed before a rendezvous, or none"),
 }
 """Every `expect:` field judged against a metric, in the order verdicts are listed."""
 

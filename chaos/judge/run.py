@@ -6,15 +6,16 @@ over its folder, so judging never launches anything itself.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from chaos.faults.plan import plan_records
 from chaos.judge.accounting import OWN_EVENTS, account, record_accounting
+from chaos.judge.launcher_records import cycle_check, failed_health_check, progress_stop, restart_time_saved_s
 from chaos.judge.registry import breaks_run
 from chaos.judge.report import build_journal, format_summary, plot_timeline, write_journal
-from chaos.judge.timeline import build_timeline, compute_metrics
+from chaos.judge.timeline import Metrics, build_timeline, compute_metrics
 from chaos.judge.verdicts import (
     BaselineCheck,
     Verdict,
@@ -25,6 +26,7 @@ from chaos.judge.verdicts import (
 )
 from chaos.schema.loader import load_scenario
 from chaos.schema.scenario import Scenario
+from runlog import names
 from runlog.layout import RunFolder, RunFolderError
 from runlog.reader import read_events
 
@@ -73,7 +75,7 @@ def judge_folder(
     plan = plan_records(folder.plan) if folder.plan.is_file() else []
     accounting = account(events, plan, _logs(folder))
     events = [e for e in events if e["event"] not in OWN_EVENTS] + record_accounting(run_dir, accounting, events)
-    timeline, metrics = build_timeline(events), compute_metrics(events)
+    timeline, metrics = build_timeline(events), launcher_metrics(compute_metrics(events), scenario, folder)
     wanted = scenario.expect.baseline
     baseline_check = None
     if wanted is not None and isinstance(baseline, str):
@@ -82,6 +84,7 @@ def judge_folder(
         baseline_check = compare_runs(run_dir, baseline, "exact" if wanted == "exact" else wanted.tolerance)
     verdicts = harness_verdicts(events, scenario.deadline_s, scenario.expect, accounting)
     verdicts += judge(scenario.expect, metrics, baseline_check)
+    verdicts += cycle_verdicts(scenario, folder, events)
     status = run_status(verdicts)
     if scenario.known_failure is not None and status != BROKEN:
         known = known_failure_verdict(scenario.known_failure, verdicts, _output(folder))
@@ -99,6 +102,33 @@ def judge_folder(
     journal = build_journal(scenario, run_dir, timeline, metrics, verdicts, extra, scenario_file=scenario_file)
     write_journal(folder.journal, journal)
     return RunOutcome(run_dir, journal, status in (PASSED, KNOWN_FAILURE), format_summary(journal))
+
+
+def launcher_metrics(metrics: Metrics, scenario: Scenario, folder: RunFolder) -> Metrics:
+    """The metrics with what ft_launcher's own log says of its health checks and progress tracking (NVRx 0.7)."""
+    if scenario.launcher != "ft_launcher":
+        return metrics
+    log = _output(folder)
+    metrics = replace(metrics, health_check_failed=failed_health_check(log))
+    stop = progress_stop(log)
+    if stop.cycles_run is None:
+        return metrics
+    saved = restart_time_saved_s(scenario.max_restarts, metrics.restarts, metrics.wall_s)
+    return replace(metrics, no_progress_stop_cycles=stop.cycles_run, restart_time_saved_s=saved)
+
+
+CYCLE_RECORDS = "launcher_cycle_records"
+"""The verdict of a run with ``ft.cycle_info_dir``: the launcher's cycle records against the harness's attempts."""
+
+
+def cycle_verdicts(scenario: Scenario, folder: RunFolder, events: list[dict]) -> list[Verdict]:
+    """One verdict where the launcher kept cycle records: they and the attempts the ranks logged agree."""
+    where = scenario.ft.cycle_info_dir if scenario.launcher == "ft_launcher" else None
+    if not where:
+        return []
+    attempts = [e["attempt"] for e in events if e["rank"] >= 0 and e["event"] == names.RUN_START]
+    agree, text = cycle_check(Path(where.replace("{run_dir}", str(folder.root))), attempts)
+    return [Verdict(CYCLE_RECORDS, "the launcher's cycle records (ft.cycle_info_dir) match the attempts the ranks logged", text, agree)]
 
 
 def run_status(verdicts: list[Verdict]) -> str:

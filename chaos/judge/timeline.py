@@ -138,6 +138,12 @@ class Metrics:
     """Which timeout acted first on the fault: nccl_watchdog, inprocess or ft_launcher (None: none did)."""
     worker_signal: str | None = None
     """The signal the first worker that died of one after the fault died of (the launcher's exitcode -N)."""
+    no_progress_stop_cycles: int | None = None
+    """The cycles run when ft_launcher's progress tracker stopped the job (its log; chaos/judge/launcher_records.py)."""
+    restart_time_saved_s: float | None = None
+    """That stop against burning every restart: the restarts left unused x the mean cycle so far."""
+    health_check_failed: str | None = None
+    """The first health check ft_launcher logged as failed before a rendezvous, or "none" (None: not ft_launcher)."""
     pitfalls: list[str] = field(default_factory=list)
     """The resiliency card's pitfalls the ranks reported (``pitfall`` events), sorted."""
 

@@ -182,6 +182,13 @@ class Expect(Strict):
     worker_signal: SignalName | None = None
     """The signal the first worker that died of one after the fault died of, as the launcher reports it
     (exitcode -11: SIGSEGV; -6: SIGABRT; -9: SIGKILL)."""
+    stopped_for_no_progress: int | None = Field(default=None, ge=1)
+    """NVRx 0.7's progress tracker stopped the job after this many cycles (cycle 0 included)."""
+    restart_time_saved_s: Limit | None = None
+    """What that stop saved against burning every restart: restarts left unused x the mean cycle."""
+    health_check_failed: str | None = None
+    """The first of ft_launcher's health checks before a rendezvous that failed (NVRx 0.7: "Storage path
+    health check", "NIC link state health check", ...), or "none"."""
     pitfalls: list[PitfallName] | None = None
     """The resiliency card's pitfalls the run must show, exactly (a harness verdict: left out, it wants none)."""
     killed_at_deadline: bool | None = None

@@ -25,12 +25,38 @@ class FTLauncherOptions(Strict):
     """NVRx 0.5+: after stopping workers, wait up to this long until the node's GPUs hold almost nothing
     (None: NVRx's default, 50 s in 0.7; 0: no wait). Runs packed onto shared GPUs turn it off."""
 
+    # NVRx 0.7's launcher (trainer/nvrx_compat.py, LAUNCHER_FEATURES): None leaves NVRx's default; a scenario
+    # that sets one is skipped where the installed launcher lacks it. `{run_dir}` in a path is the run folder.
+    max_no_progress_cycles: int | None = None
+    """Progress tracking: stop restarting, with the no-restart exit code, after this many consecutive cycles
+    (cycle 0 included) whose checkpoint iteration did not grow (NVRx's default 3; <= 0 turns it off).
+    Inactive without ``checkpoint_iteration_file``."""
+    min_progress_iterations: int | None = Field(default=None, ge=1)
+    checkpoint_iteration_file: str | None = None
+    """The file holding the latest checkpointed iteration: our trainer's and Megatron's is
+    ``{run_dir}/checkpoints/latest_checkpointed_iteration.txt``."""
+    no_restart_exit_code: int | None = Field(default=None, ge=1, le=255)
+    """The launcher's exit code when NVRx decides the job must not be restarted (default 93)."""
+    storage_healthcheck_path: str | None = None
+    """Comma-separated absolute paths the launcher checks exist and can be listed before each rendezvous."""
+    enable_nic_healthcheck: bool | None = None
+    link_state_path_template: str | None = None
+    """Where the NIC health check reads a port's state, ``{nic}`` the device name (NVRx's default
+    /sys/class/infiniband/{nic}/ports/1/state)."""
+    cycle_info_dir: str | None = None
+    """Where the launcher writes its own record of each cycle (cycle_info.<job>.<attempt>.<cycle> JSON files):
+    the judge checks them against the attempts it saw (chaos/judge/launcher_records.py)."""
+    check_remaining_processes: bool | None = None
+
     def detection_set(self) -> list[str]:
         """The options set away from their defaults that decide how faults are detected: all but the two about
         how the launcher runs on this machine (``MACHINE_OPTIONS``)."""
         default = type(self)()
         return [n for n in type(self).model_fields if n not in MACHINE_OPTIONS and getattr(self, n) != getattr(default, n)]
 
+
+RUN_DIR_PATHS = ("checkpoint_iteration_file", "storage_healthcheck_path", "link_state_path_template", "cycle_info_dir")
+"""The options whose `{run_dir}` the runner replaces with the run folder."""
 
 MACHINE_OPTIONS = ("term_timeout", "gpu_memory_reclaim_timeout")
 """How the launcher stops workers here, not how it detects a fault: these apply over a command's own

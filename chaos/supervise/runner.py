@@ -24,6 +24,7 @@ from chaos.faults.plan import PlannedFault, arming, write_plan
 from chaos.judge.baseline import BaselineFailed, ensure_baseline
 from chaos.judge.run import RunOutcome, judge_folder, scenario_of
 from chaos.schema.command import ft_cfg, ft_section, rank_argv
+from chaos.schema.ft_options import RUN_DIR_PATHS
 from chaos.schema.scenario import Scenario, plan_faults
 from chaos.supervise.attempts import AttemptTracker
 from chaos.supervise.foreign import AdapterSteps
@@ -60,6 +61,9 @@ def unrunnable(scenario: Scenario, device: str | None) -> str | None:
     lacking = lacks(kinds) or lacks_networks(kinds)
     if lacking:
         return f"{scenario.name}: {lacking}"
+    lacking = nvrx_compat.launcher_lacks(scenario.ft.model_dump()) if scenario.launcher == "ft_launcher" else []
+    if lacking:
+        return f"{scenario.name} sets ft.{', ft.'.join(lacking)}, which NVRx {nvrx_compat.VERSION}'s ft_launcher lacks (NVRx 0.7 has it)"
     missing = [name for name in scenario.needs if not installed(name)]
     if missing:
         return f"{scenario.name} needs {', '.join(missing)}, not installed here (tools/megatron-gpu-setup.sh on a GPU machine)"
@@ -112,10 +116,11 @@ def launcher_command(scenario: Scenario, run_dir: Path, port: int, overrides: li
     if scenario.launcher == "torchrun":
         return [sys.executable, "-m", "torch.distributed.run", *common, *trainer]
     ft_yaml = RunFolder(run_dir).ft_config
-    ft_yaml.write_text(yaml.safe_dump(nvrx_compat.ft_config_section(ft_options(scenario, run_dir))))
+    options = ft_options(scenario, run_dir)
+    ft_yaml.write_text(yaml.safe_dump(nvrx_compat.ft_config_section(options)))
     return [
-        sys.executable, "-m", nvrx_compat.LAUNCHER_MODULE, *common,
-        f"--term-timeout={scenario.ft.term_timeout:g}", f"--ft-cfg-path={ft_yaml}", *trainer,
+        sys.executable, "-m", nvrx_compat.LAUNCHER_MODULE, *common, f"--term-timeout={scenario.ft.term_timeout:g}",
+        f"--ft-cfg-path={ft_yaml}", *nvrx_compat.launcher_cli_options(options), *trainer,
     ]
 
 
@@ -131,7 +136,8 @@ def ft_options(scenario: Scenario, run_dir: Path) -> dict[str, Any]:
     scenario's `ft:`. NVRx lets timeouts a rank calculated and loaded (its ft_state) override either."""
     own = ft_cfg(scenario.command) if scenario.command is not None else None
     if own is None:
-        return scenario.ft.model_dump(exclude={"term_timeout"})
+        options = scenario.ft.model_dump(exclude={"term_timeout"})
+        return {k: v.replace("{run_dir}", str(run_dir)) if k in RUN_DIR_PATHS and v else v for k, v in options.items()}
     section = ft_section(own.replace("{run_dir}", str(run_dir)))
     reclaim = scenario.ft.gpu_memory_reclaim_timeout
     return section if reclaim is None else {**section, "gpu_memory_reclaim_timeout": reclaim}

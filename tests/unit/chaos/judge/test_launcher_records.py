@@ -1,0 +1,120 @@
+"""ft_launcher's own records as evidence (NVRx 0.7): cycle records against the harness's attempts, progress
+tracking's stop, the health checks before a rendezvous.
+
+The run folders under tests/data/nvrx07 are real runs of NVRx 0.7.0's launcher over our trainer on CPU
+(ft_no_progress_stop_w1 and ft_storage_healthcheck_stall_w1, Python 3.12, 2026-12-06): the CPU machines of
+CI install only NVRx 0.4.1, so the launcher's files are judged here as it wrote them, by `chaos judge` as a
+user runs it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chaos.judge.launcher_records import (
+    cycle_check,
+    failed_health_check,
+    progress_stop,
+    read_cycle_records,
+    restart_time_saved_s,
+)
+from trainer import nvrx_compat
+
+ROOT = Path(__file__).resolve().parents[4]
+DATA = ROOT / "tests/data/nvrx07"
+
+
+def judge(folder: Path) -> tuple[int, dict]:
+    out = subprocess.run([sys.executable, "-m", "chaos", "judge", str(folder)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    journal = json.loads((folder / "journal.json").read_text())
+    return out.returncode, {v["name"]: v for v in journal["verdicts"]}
+
+
+@pytest.fixture
+def stopped(tmp_path: Path) -> Path:
+    folder = tmp_path / "run"
+    shutil.copytree(DATA / "no_progress_stop", folder)
+    return folder
+
+
+def test_the_launcher_s_four_cycle_records_are_read_in_order() -> None:
+    records = read_cycle_records(DATA / "no_progress_stop/nvrx")
+    assert [r.cycle for r in records] == [0, 1, 2, 3]
+    assert all(r.end and r.start < r.end and r.active_ranks == "0" for r in records)
+
+
+def test_a_real_no_progress_stop_is_judged_with_its_cycles_exit_code_and_time_saved(stopped: Path) -> None:
+    code, verdicts = judge(stopped)
+    assert code == 0
+    assert verdicts["stopped_for_no_progress"]["observed"] == 4
+    assert verdicts["exit_code"]["observed"] == 75
+    assert verdicts["restart_time_saved_s"]["observed"] > 5
+    assert verdicts["launcher_cycle_records"]["passed"]
+    assert verdicts["launcher_cycle_records"]["observed"].startswith("agree: launcher cycles 0, 1, 2, 3 (4)")
+
+
+def test_a_cycle_record_missing_is_a_disagreement_reported_with_both_sides(stopped: Path) -> None:
+    (stopped / "nvrx/cycle_info..0.2").unlink()
+    code, verdicts = judge(stopped)
+    cycles = verdicts["launcher_cycle_records"]
+    assert code == 1 and not cycles["passed"]
+    assert cycles["observed"] == (
+        "DISAGREE: launcher cycles 0, 1, 3 (3), harness attempts 0, 1, 2, 3 (4); only the launcher's: none, "
+        "only the harness's: [2]"
+    )
+
+
+def test_a_cycle_never_closed_or_unreadable_fails_the_verdict_and_says_which(tmp_path: Path) -> None:
+    shutil.copytree(DATA / "no_progress_stop/nvrx", tmp_path / "nvrx")
+    record = tmp_path / "nvrx/cycle_info..0.3"
+    data = json.loads(record.read_text())
+    record.write_text(json.dumps({**data, "cycle_end_time": ""}))
+    agree, text = cycle_check(tmp_path / "nvrx", [0, 1, 2, 3])
+    assert not agree and text.endswith("cycle(s) [3] never closed (no cycle_end_time)")
+    record.write_text("{not json")
+    agree, text = cycle_check(tmp_path / "nvrx", [0, 1, 2, 3])
+    assert not agree and text.startswith("a cycle record cannot be read (cycle_info..0.3: JSONDecodeError")
+    agree, text = cycle_check(tmp_path / "none", [0])
+    assert not agree and text.startswith("no cycle record in")
+
+
+def test_progress_tracking_lines_as_nvrx_0_7_logs_them() -> None:
+    stop = progress_stop((DATA / "no_progress_stop/launcher.log").read_text())
+    assert stop.progress == (0,) and stop.no_progress == (1, 2, 3) and stop.stopped and stop.iterations_reported
+    assert stop.cycles_run == 4
+    silent = progress_stop("progress_tracker.py:196 Progress tracking is enabled but no iterations are being reported.")
+    assert not silent.iterations_reported and silent.cycles_run is None
+
+
+def test_restart_time_saved_is_the_unused_restarts_times_the_mean_cycle() -> None:
+    assert restart_time_saved_s(8, 3, 80.0) == 5 * 20.0
+    assert restart_time_saved_s(3, 3, 80.0) == 0.0
+    assert restart_time_saved_s(8, None, 80.0) is None
+
+
+def test_a_failed_storage_health_check_is_named_and_explained_by_the_stall_before_it(tmp_path: Path) -> None:
+    folder = tmp_path / "run"
+    shutil.copytree(DATA / "storage_healthcheck_stall", folder)
+    assert failed_health_check((folder / "launcher.log").read_text()) == "Storage path health check"
+    assert failed_health_check("Worker group FAILED") == "none"
+    code, verdicts = judge(folder)
+    assert code == 0, verdicts
+    assert verdicts["health_check_failed"]["observed"] == "Storage path health check"
+    assert verdicts["unexplained_failures"]["observed"] == "none"
+
+
+@pytest.mark.skipif(nvrx_compat.LAUNCHER_FEATURES["cycle_info_dir"] <= nvrx_compat._MAJOR_MINOR, reason="NVRx 0.7's launcher is installed")
+def test_under_nvrx_0_4_a_scenario_of_0_7_options_is_refused_naming_them() -> None:
+    out = subprocess.run([sys.executable, "-m", "chaos", "run", "scenarios/ft_no_progress_stop_w1.yaml"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert out.stderr.strip() == (
+        f"error: ft_no_progress_stop_w1 sets ft.max_no_progress_cycles, ft.checkpoint_iteration_file, ft.no_restart_exit_code, "
+        f"ft.cycle_info_dir, which NVRx {nvrx_compat.VERSION}'s ft_launcher lacks (NVRx 0.7 has it)"
+    )
