@@ -7,6 +7,11 @@
 #
 #   bash tools/gpu-suite.sh OUT_DIR [WHEEL_DIR] [-- PYTEST_ARGS...]     (from the checkout's root)
 #
+# Transformer Engine: stage it first into the same site folder (tools/te-wheels.sh here, then
+# tools/te-gpu-stage.sh on the device: `finish .te/small /tmp/chaos-gpu-site`); this script then points TE at
+# torch's cuDNN (CUDNN_PATH). GPU_SUITE_DEVICE=cpu runs the catalogue alone on gloo (--chaos-device=cpu, one
+# worker per core): the CPU scenarios under the machine's NVRx (0.7.0 on the lent GPUs; CI has 0.4.1).
+#
 # WHEEL_DIR (default .whl) holds tools/megatron-wheels.sh's wheels and the harness's own (pydantic, faker,
 # NVRx; ../shared/tools/gpu-wheels.sh); without it the machine's installed packages are used as they are.
 # OUT_DIR ends with suite.log (this script's output), junit.xml, summary.md, correlation/ and one run folder
@@ -36,13 +41,18 @@ fi
 fuse=$(find "$site/libfuse" -name 'libfuse.so.2' 2>/dev/null | head -1)
 [[ -n $fuse ]] && export FUSE_LIBRARY_PATH=$fuse
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+if python3 -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("transformer_engine") is None)' 2>/dev/null; then
+  # TE must load torch's cuDNN, not the system's (undefined symbol in libcudnn_heuristic otherwise).
+  export CUDNN_PATH=${CUDNN_PATH:-$(python3 -c 'import pathlib, torch; print(pathlib.Path(torch.__file__).parents[1] / "nvidia/cudnn")')}
+  log "Transformer Engine installed: CUDNN_PATH=$CUDNN_PATH"
+fi
 log "machine: $(hostname), $(nproc) cores; $(nvidia-smi -L 2>&1 | tr '\n' ';')"
 python3 - <<'PY'
 import importlib.metadata as md
 import platform
 
-names = ("torch", "nvidia-resiliency-ext", "megatron-core", "megatron-bridge", "transformer-engine", "pydantic",
-         "pytest-xdist", "tensorboard")
+names = ("torch", "nvidia-resiliency-ext", "megatron-core", "megatron-bridge", "transformer-engine", "transformer-engine-cu13",
+         "transformer-engine-torch", "pydantic", "pytest-xdist", "tensorboard")
 found = []
 for name in names:
     try:
@@ -63,10 +73,18 @@ case $plugin in
   *) log "the project's entry points are missing ($plugin): pip install -e . first, or bring chaos_harness.egg-info"; exit 3 ;;
 esac
 gpus=$(python3 -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
-workers=${GPU_SUITE_WORKERS:-$(( gpus == 1 ? 20 : 8 ))}
-log "pytest: the catalogue and tests/gpu on $gpus GPU(s), $workers at a time"
-python3 -m pytest tests/functional/test_scenarios.py tests/gpu -n "$workers" --dist worksteal -v -rA \
-  --chaos-device=cuda --chaos-out="$out" --junitxml="$out/junit.xml" "$@"
+device=${GPU_SUITE_DEVICE:-cuda}
+tests=(tests/functional/test_scenarios.py tests/gpu)
+if [[ $device == cpu ]]; then
+  tests=(tests/functional/test_scenarios.py)
+  workers=${GPU_SUITE_WORKERS:-$(nproc)}
+  log "pytest: the catalogue on CPU/gloo, $workers at a time"
+else
+  workers=${GPU_SUITE_WORKERS:-$(( gpus == 1 ? 20 : 8 ))}
+  log "pytest: the catalogue and tests/gpu on $gpus GPU(s), $workers at a time"
+fi
+python3 -m pytest "${tests[@]}" -n "$workers" --dist worksteal -v -rA \
+  --chaos-device="$device" --chaos-out="$out" --junitxml="$out/junit.xml" "$@"
 code=$?
 log "pytest exited $code"
 echo "== summary.md"

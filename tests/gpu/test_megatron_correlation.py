@@ -1,7 +1,7 @@
 """Seed 2's correlation for real (issue 16): Megatron-LM's training loop against Megatron Bridge's recipe.
 
 On one GPU: 2 layers, hidden 256, 4 heads, seq 512, 10 iterations, mock data, bf16, the same seeds and
-schedule on both sides (drivers/megatron_lm.py, drivers/megatron_bridge.py), plus the Megatron-LM run with
+schedule on both sides, Transformer Engine layers on both where TE is installed (``TE``) (drivers/megatron_lm.py, drivers/megatron_bridge.py), plus the Megatron-LM run with
 one changed hyperparameter (lr 6e-4). `python -m chaos correlate` judges them from their TensorBoard files
 and from their logs, as a user runs it; the results go to ``correlation.json`` in ``--chaos-out``. Skipped
 with the reason without a GPU or without the Megatron packages (tools/megatron-gpu-setup.sh installs them).
@@ -10,6 +10,7 @@ with the reason without a GPU or without the Megatron packages (tools/megatron-g
 from __future__ import annotations
 
 import fcntl
+import importlib.util
 import json
 import os
 import subprocess
@@ -38,13 +39,16 @@ pytestmark = [
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
+TE = importlib.util.find_spec("transformer_engine") is not None
+"""With Transformer Engine installed both sides build TE layers: Bridge's recipe by default, Megatron-LM with
+--transformer-impl transformer_engine; without it both build Megatron-Core's local spec."""
 MLM = [
     "--num-layers", "2", "--hidden-size", "256", "--num-attention-heads", "4", "--seq-length", "512",
     "--max-position-embeddings", "512", "--micro-batch-size", "4", "--global-batch-size", "32", "--min-lr", "3e-5",
     "--lr-decay-style", "cosine", "--lr-warmup-iters", "1", "--weight-decay", "0.1", "--adam-beta1", "0.9",
     "--adam-beta2", "0.95", "--adam-eps", "1e-8", "--clip-grad", "1.0", "--init-method-std", "0.02", "--mock-data",
     "--tokenizer-type", "NullTokenizer", "--vocab-size", "32000", "--bf16", "--seed", "1234", "--transformer-impl",
-    "local", "--no-gradient-accumulation-fusion", "--no-persist-layer-norm", "--no-masked-softmax-fusion",
+    "transformer_engine" if TE else "local", "--no-gradient-accumulation-fusion", "--no-persist-layer-norm", "--no-masked-softmax-fusion",
     "--no-bias-gelu-fusion", "--no-bias-dropout-fusion", "--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl",
     "native", "--accumulate-allreduce-grads-in-fp32", "--log-interval", "1", "--eval-interval", "1000",
     "--eval-iters", "1", "--train-iters", "10", "--tensorboard-dir", "tb",
@@ -138,7 +142,7 @@ def record(out: Path, name: str, data: dict) -> None:
     path = out / "correlation.json"
     results = json.loads(path.read_text()) if path.exists() else {}
     keep = ("passed", "summary", "compared", "first_divergence", "max_abs_diff", "max_rel_diff", "tolerance", "a", "b")
-    results[name] = {k: data[k] for k in keep}
+    results[name] = {**{k: data[k] for k in keep}, "layers": "transformer_engine" if TE else "local"}
     path.write_text(json.dumps(results, indent=2) + "\n")
 
 
