@@ -6,9 +6,9 @@
 #                                                            /tmp with it): copies the part into /tmp/te-stage
 #   bash tools/te-gpu-stage.sh finish .te/small SITE_DIR     (after the last part; may share its call)
 #       joins the parts in order, checks the core wheel's sha256 and the small files' against SHA256SUMS,
-#       builds transformer-engine-torch from its sdist against the machine's torch (about 90 s on 16
-#       cores, no nvcc) unless .te/small already holds that wheel, installs the four with
-#       `pip --target SITE_DIR`, imports transformer_engine.pytorch, and copies a wheel it built into $OUT
+#       builds transformer-engine-torch from its sdist (it carries TE's headers) against the machine's torch
+#       (about 90 s on 16 cores, no nvcc) unless .te/small already holds that wheel, installs the four with
+#       one `pip --target SITE_DIR`, imports transformer_engine.pytorch, and copies a wheel it built into $OUT
 #       (keep it in .te/small: it stays valid while the machine's torch stays 2.11.0+cu130).
 #   bash tools/te-gpu-stage.sh status                        which parts /tmp/te-stage holds
 #
@@ -46,22 +46,22 @@ finish() {
   say "$core assembled, sha256 checked"
   sp=$(python3 -c 'import pathlib, torch; print(pathlib.Path(torch.__file__).parents[1])')
   built=$(ls "$small"/transformer_engine_torch-*.whl 2>/dev/null | head -1 || true)
-  mkdir -p "$site"
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" \
-    "$stage/$core" "$small"/transformer_engine-*.whl "$small"/nvdlfw_inspect-*.whl
   if [[ -z $built ]]; then
     rm -rf "$stage/src" "$stage/built" && mkdir -p "$stage/src" "$stage/built"
     tar xzf "$small"/transformer_engine_torch-*.tar.gz -C "$stage/src"
     say "building transformer-engine-torch against torch $(python3 -c 'import torch; print(torch.__version__)')"
     (cd "$stage"/src/transformer_engine_torch-* && \
-      PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" CPATH="$sp/nvidia/cudnn/include:$sp/nvidia/nccl/include" \
+      CPATH="$sp/nvidia/cudnn/include:$sp/nvidia/nccl/include" \
       NVTE_PYTORCH_FORCE_BUILD=TRUE NVTE_NO_LOCAL_VERSION=1 NVTE_WITH_NCCL_EP=0 NVTE_CUDA_ARCHS=90 \
       NVTE_FRAMEWORK=pytorch MAX_JOBS=$(nproc) \
       python3 -m pip wheel -q --no-build-isolation --no-deps --no-index -w "$stage/built" .)
     built=$(ls "$stage"/built/transformer_engine_torch-*.whl)
     [[ -n ${OUT:-} ]] && cp "$built" "$OUT/" && say "copied $(basename "$built") to \$OUT (keep it in .te/small)"
   fi
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" "$built"
+  # One pip call for all four: a second `pip --target` into the same folder skips what exists there.
+  mkdir -p "$site"
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" \
+    "$stage/$core" "$small"/transformer_engine-*.whl "$small"/nvdlfw_inspect-*.whl "$built"
   CUDNN_PATH="$sp/nvidia/cudnn" PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" python3 -c \
     'import transformer_engine as t, transformer_engine.pytorch as te; print("te-gpu-stage: transformer_engine", t.__version__, "imports;", te.Linear.__name__)'
   rm -f "$stage/$core"
