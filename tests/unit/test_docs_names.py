@@ -54,6 +54,8 @@ class Snippet:
     doc: Path
     line: int
     text: str
+    block: bool = False
+    """A code block's line (else a code span)."""
 
     def gone(self, name: str, why: str) -> str:
         return f"{self.doc.relative_to(ROOT)}:{self.line}: `{name}`: {why}"
@@ -71,7 +73,7 @@ def snippets(doc: Path) -> Iterator[Snippet]:
             continue
         indented = line.startswith("    ") and (indented or not prose or not prose[-1].strip() and not fenced)
         if fenced or indented:
-            yield Snippet(doc, number, line)
+            yield Snippet(doc, number, line, block=True)
             prose.append("")
         else:
             prose.append(line)
@@ -404,4 +406,73 @@ def test_a_reference_to_a_missing_section_is_reported_with_its_file_and_line(tmp
         f"{code}:4: docs/performance.md has no section 99 (§99)",
         f"{doc}:1: (scenarios.md#no-such-heading): scenarios.md has no such heading",
         f"{doc}:1: (nope.md): no such file",
+    ]
+
+
+# Options the docs give: a `chaos SUB ... --option` line must use an option SUB has (as its parser says), and
+# an option shown alone (`--option`) must be one a parser of the project defines, or a known program's.
+
+FOREIGN_OPTIONS = frozenset({
+    "--ft-cfg-path", "--max-restarts", "--nnodes", "--nproc-per-node", "--rdzv-backend", "--rdzv-id", "--rdzv-conf",
+    "--no-python",  # torchrun / ft_launcher
+    "--nodes", "--time", "--requeue", "--open-mode", "--signal", "--no-kill", "--gpus",  # sbatch / srun
+    "--calc-ft-timeouts", "--use-distributed-optimizer", "--rerun-mode", "--exit-interval", "--log-interval",
+    "--enable-ft-package",  # Megatron-LM
+    "--durations", "--dist", "--deselect",  # pytest, pytest-xdist
+    "--term-timeout",  # NVRx's ft_launcher
+    "--ft-",  # ft_launcher's options as a family (`--ft-*`)
+})
+_OPTION = re.compile(r"(?<![\w-])(--[a-z][\w-]*)")
+_CHAOS_LINE = re.compile(r"(?<![\w./-])chaos ([a-z][a-z-]*)\b([^#|;&`]*)")
+
+
+@cache
+def chaos_options(command: str) -> frozenset[str]:
+    """The options `chaos COMMAND` takes (its own and chaos's), from the CLI's parser."""
+    (sub,) = (a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
+    own = sub.choices[command]._option_string_actions
+    return frozenset(own) | frozenset(parser()._option_string_actions)
+
+
+@cache
+def defined_options() -> frozenset[str]:
+    """Every option a parser of the project defines (argparse's add_argument, pytest's addoption)."""
+    found = set()
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(tree(path)):
+                if isinstance(node, ast.Call) and getattr(node.func, "attr", None) in ("add_argument", "addoption"):
+                    found |= {a.value for a in node.args if isinstance(a, ast.Constant) and str(a.value).startswith("--")}
+    return frozenset(found)
+
+
+def option_problems(snippet: Snippet) -> Iterator[str]:
+    for m in _CHAOS_LINE.finditer(snippet.text):
+        if m.group(1) not in chaos_commands():
+            continue  # reported as a subcommand that is gone
+        for option in _OPTION.findall(m.group(2)):
+            if option not in chaos_options(m.group(1)):
+                yield snippet.gone(f"chaos {m.group(1)} {option}", f"chaos {m.group(1)} has no such option (see its --help)")
+    if snippet.block:
+        return  # a block's line of options continues a command line above it
+    if (m := _OPTION.match(snippet.text.strip())) and m.group(1) not in defined_options() | FOREIGN_OPTIONS:
+        yield snippet.gone(m.group(1), "no parser of the project defines this option, nor is it a known program's")
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[d.name for d in DOCS])
+def test_every_option_a_doc_gives_exists(doc: Path) -> None:
+    gone = [problem for snippet in snippets(doc) for problem in option_problems(snippet)]
+    assert not gone, "options that do not exist:\n" + "\n".join(gone)
+
+
+def test_an_option_that_does_not_exist_is_reported(tmp_path: Path) -> None:
+    doc = tmp_path / "correlate.md"
+    doc.write_text(
+        "    python -m chaos correlate A B --tolerance bf16 --tensorboard-dir runs/tb  # no such option\n\n"
+        "A folder of them (`--tensorboard-dir`), or `--steps 3-`; `chaos run x --seed 1 --json`, `--reps 3`.\n"
+    )
+    found = [p for s in snippets(doc) for p in option_problems(Snippet(ROOT / "docs" / doc.name, s.line, s.text))]
+    assert found == [
+        "docs/correlate.md:1: `chaos correlate --tensorboard-dir`: chaos correlate has no such option (see its --help)",
+        "docs/correlate.md:3: `--tensorboard-dir`: no parser of the project defines this option, nor is it a known program's",
     ]
