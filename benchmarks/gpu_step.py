@@ -14,8 +14,8 @@ It checks that ``det`` repeats bit for bit: a second Trainer of the same config 
 the same weights. An attention section times SDPA alone per backend, with determinism on and off, and
 checks whether each backward repeats. Writes DIR/gpu_step.json and DIR/gpu_step.md after every row.
 
-MFU, two ways: ``mfu_6n``, 6 x all parameters per token (the formula of the figures in
-/work/shared/notes/gpu.md, so that they compare), and ``mfu_model``, the model FLOPs of PaLM (Chowdhery et al.
+MFU, two ways: ``mfu_6n``, 6 x all parameters per token (the formula of the figures measured before this
+benchmark, docs/performance.md ("GPU step"), so that they compare), and ``mfu_model``, the model FLOPs of PaLM (Chowdhery et al.
 2022, appendix B): 6 x the weights that enter matmuls (the tied LM head included, the embedding lookups not)
 plus 12 x layers x hidden x seq for the attention scores and their weighting (the full square: causal
 kernels skip half of it, MFU does not credit the skip away). Both over 989 TFLOP/s (H100/H200 dense bf16).

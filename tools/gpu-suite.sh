@@ -7,8 +7,8 @@
 #
 #   bash tools/gpu-suite.sh OUT_DIR [WHEEL_DIR] [-- PYTEST_ARGS...]     (from the checkout's root)
 #
-# WHEEL_DIR (default .whl) holds tools/megatron-wheels.sh's wheels and the harness's own (pydantic, faker,
-# NVRx; ../shared/tools/gpu-wheels.sh); without it the machine's installed packages are used as they are.
+# WHEEL_DIR (default .whl) holds tools/megatron-wheels.sh's wheels (Megatron's, and the harness's own:
+# pydantic, faker, NVRx, hypothesis, fusepy); without it the machine's installed packages are used as they are.
 # OUT_DIR ends with suite.log (this script's output), junit.xml, summary.md, correlation/ and one run folder
 # per scenario; the table and the correlation results are printed at the end.
 set -uo pipefail
