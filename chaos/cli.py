@@ -2,7 +2,8 @@
 
 Exit codes: 0 every expectation held, 1 a verdict failed (the stack did not recover as expected), 2 bad
 input, 3 a broken run (an unexplained failure, a fault that never came due: chaos/judge/run.py), 130
-Ctrl-C (141: the reader of the output went away, as ``| head`` does). Bad input of any kind is
+Ctrl-C. A reader of the output that goes away (``chaos list | head -1``) changes nothing: the command goes on
+writing to nowhere and exits as it would have (``ReaderGone``). Bad input of any kind is
 one line per problem on stderr, ``error: <what>: <problem>``, and nothing is launched; ``main`` is the one
 place that turns an error into those lines: the project's bad-input errors (chaos.errors.BadInput, a
 damaged run folder's runlog.layout.RunFolderError), an argument argparse refuses, and an OS error naming
@@ -303,17 +304,53 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+class ReaderGone:
+    """stdout or stderr, outliving its reader: once the pipe's reader has gone (`chaos list | head -1`, a
+    closed terminal), what is written goes to /dev/null, so no BrokenPipeError stops a command half-way (a
+    run keeps its processes reaped and its verdict) and none reaches the user as a traceback."""
+
+    def __init__(self, stream: Any):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except BrokenPipeError:
+            self._gone()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            self._gone()
+
+    def _gone(self) -> None:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, self.stream.fileno())  # what is still buffered, and the interpreter's last flush, go there
+        os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
 def main(argv: list[str] | None = None) -> int:
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = ReaderGone(sys.stdout), ReaderGone(sys.stderr)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        sys.stdout, sys.stderr = streams
+
+
+def _main(argv: list[str] | None) -> int:
     args = parser().parse_args(argv)
     try:
-        code = args.func(args)
-        sys.stdout.flush()  # here, where a reader gone away is caught: not at the interpreter's exit
-        return code
+        return args.func(args)
     except (BadInput, RunFolderError) as e:
         problems = e.problems if isinstance(e, BadInput) else (str(e),)
-    except BrokenPipeError:  # the reader of our output went away (`chaos list | head`): stop quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
     except OSError as e:  # the machine said no: a file or folder that cannot be written or read
         problems = (f"{e.filename}: {e.strerror}" if e.filename else str(e),)
     except KeyboardInterrupt:
