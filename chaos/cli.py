@@ -1,8 +1,8 @@
 """The chaos command line (``chaos``, or ``python -m chaos``).
 
 Exit codes: 0 every expectation held, 1 a verdict failed (the stack did not recover as expected), 2 bad
-input, 3 a broken run (an unexplained failure, a fault that never came due: chaos/judge/run.py), 130
-Ctrl-C. A reader of the output that goes away (``chaos list | head -1``) changes nothing: the command goes on
+input, 3 a broken run (an unexplained failure, a fault that never came due: chaos/judge/run.py), 4 the job
+of the folder ``judge`` was given never ran (chaos.errors.NeverRan: one line on stderr), 130 Ctrl-C. A reader of the output that goes away (``chaos list | head -1``) changes nothing: the command goes on
 writing to nowhere and exits as it would have (``ReaderGone``). Bad input of any kind is
 one line per problem on stderr, ``error: <what>: <problem>``, and nothing is launched; ``main`` is the one
 place that turns an error into those lines: the project's bad-input errors (chaos.errors.BadInput, a
@@ -23,7 +23,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from chaos.errors import BadInput
+from chaos.errors import NEVER_RAN_EXIT, BadInput, NeverRan
+from chaos.judge.baseline import CACHE_VAR, default_cache_dir
 from chaos.schema.loader import load_scenario, scenario_files
 from chaos.schema.scenario import Scenario, ScenarioError
 from runlog.layout import RunFolderError
@@ -240,7 +241,8 @@ def package_version() -> str:
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="chaos", description="Break a training run on purpose; judge its recovery.",
                epilog="Exit codes: 0 every expectation held, 1 a verdict failed, 2 bad input, 3 a broken run "
-               "(a failure no injected fault explains, a fault that never came due), 130 Ctrl-C.")
+               f"(a failure no injected fault explains, a fault that never came due), {NEVER_RAN_EXIT} the job never ran (judge), "
+        "130 Ctrl-C.")
     p.add_argument("--version", action="version", version=package_version())
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run one scenario and judge it")
@@ -273,8 +275,15 @@ def parser() -> argparse.ArgumentParser:
     cor.add_argument("--json", action="store_true", help="print the result as JSON instead of the table")
     cor.add_argument("--plot", help="the PNG of both curves (default: chaos-runs/correlate/A-vs-B.png)")
     cor.set_defaults(func=cmd_correlate)
-    jd = sub.add_parser("judge", help="judge a finished run folder again, from its files alone")
-    jd.add_argument("run_dir")
+    jd = sub.add_parser(
+        "judge", help="judge a finished run folder again: its files, and its fault-free baseline (trained first if not cached)",
+        description="Judge a finished run folder from its files. A scenario that expects `baseline:` is compared "
+        "with its config's fault-free run, trained first when not cached (a run of its own, seconds to minutes), "
+        f"then cached in ${CACHE_VAR}, by default {default_cache_dir()}. Exit 0: every expectation held; 1: a "
+        f"verdict failed; 2: bad input; 3: a broken run; {NEVER_RAN_EXIT}: the job never ran (a Slurm job written "
+        "and not submitted): nothing judged, no baseline trained.",
+    )
+    jd.add_argument("run_dir", help="a run folder (chaos run's, or chaos slurm's after its job ran)")
     jd.add_argument("--json", action="store_true", help="print the judged run as JSON")
     jd.set_defaults(func=cmd_judge)
     sl = sub.add_parser("slurm", help="write a run folder holding the Slurm job of a scenario (sbatch it yourself)")
@@ -351,6 +360,9 @@ def _main(argv: list[str] | None) -> int:
         return args.func(args)
     except (BadInput, RunFolderError) as e:
         problems = e.problems if isinstance(e, BadInput) else (str(e),)
+    except NeverRan as e:
+        print(f"chaos: {e}", file=sys.stderr)
+        return NEVER_RAN_EXIT
     except OSError as e:  # the machine said no: a file or folder that cannot be written or read
         problems = (f"{e.filename}: {e.strerror}" if e.filename else str(e),)
     except KeyboardInterrupt:
