@@ -353,8 +353,14 @@ def judge_run_dir(
 def check_ran(run_dir: Path) -> None:
     """NeverRan when no launch of the folder's job is in its events: a Slurm job written and never
     submitted, or still queued (its batch script named in the line)."""
-    if any(e["event"] == names.LAUNCH for e in read_events(run_dir)):
+    events = read_events(run_dir)
+    if any(e["event"] == names.LAUNCH for e in events):
         return
     scripts = sorted(run_dir.glob("*.sbatch"))
-    how = f"; submit it with sbatch {scripts[0]} (a job still queued has not started yet)" if scripts else ""
+    if any(e["event"] == names.SUBMIT for e in events):
+        how = "; it was submitted: Slurm's output (slurm-*.out, sbatch.log) in the folder says why it did not start"
+    elif scripts:
+        how = f"; submit it with sbatch {scripts[0]} (a job still queued has not started yet)"
+    else:
+        how = ""
     raise NeverRan(f"{run_dir}: the job never ran: no launch in its events, nothing to judge{how}")

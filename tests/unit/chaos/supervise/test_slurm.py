@@ -143,3 +143,7 @@ def test_judging_a_job_that_never_ran_says_so_in_one_line_and_trains_nothing(tmp
         assert judged.stderr == (f"chaos: {folder}: the job never ran: no launch in its events, nothing to judge; "
                                  f"submit it with sbatch {folder / 'job.sbatch'} (a job still queued has not started yet)\n")
     assert not (tmp_path / "cache").exists() and not (folder / "journal.json").exists()
+    EventLog(folder, "launcher", rank=-1).emit("submit", job_id="17", script=str(folder / "job.sbatch"))
+    submitted = chaos("judge", str(folder))
+    assert submitted.returncode == 4 and submitted.stderr.count("\n") == 1, submitted.stderr
+    assert "the job never ran" in submitted.stderr and "it was submitted" in submitted.stderr
