@@ -2,8 +2,9 @@
 
 Exit codes: 0 every expectation held, 1 a verdict failed (the stack did not recover as expected), 2 bad
 input, 3 a broken run (an unexplained failure, a fault that never came due: chaos/judge/run.py), 4 the job
-of the folder ``judge`` was given never ran (chaos.errors.NeverRan: one line on stderr), 130 Ctrl-C. A reader of the output that goes away (``chaos list | head -1``) changes nothing: the command goes on
-writing to nowhere and exits as it would have (``ReaderGone``). Bad input of any kind is
+of the folder ``judge`` was given never ran (chaos.errors.NeverRan: one line on stderr), 130 Ctrl-C. A
+reader of the output that goes away (``chaos list | head -1``) changes nothing: the command goes on writing
+to nowhere and exits as it would have (``ReaderGone``). Bad input of any kind is
 one line per problem on stderr, ``error: <what>: <problem>``, and nothing is launched; ``main`` is the one
 place that turns an error into those lines: the project's bad-input errors (chaos.errors.BadInput, a
 damaged run folder's runlog.layout.RunFolderError), an argument argparse refuses, and an OS error naming
@@ -241,8 +242,8 @@ def package_version() -> str:
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="chaos", description="Break a training run on purpose; judge its recovery.",
                epilog="Exit codes: 0 every expectation held, 1 a verdict failed, 2 bad input, 3 a broken run "
-               f"(a failure no injected fault explains, a fault that never came due), {NEVER_RAN_EXIT} the job never ran (judge), "
-        "130 Ctrl-C.")
+               "(a failure no injected fault explains, a fault that never came due), "
+               f"{NEVER_RAN_EXIT} the job never ran (judge), 130 Ctrl-C.")
     p.add_argument("--version", action="version", version=package_version())
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run one scenario and judge it")

@@ -30,7 +30,8 @@ def kind_name(kind: type[FaultSpec]) -> str:
 
 
 def fields(kind: type[FaultSpec]) -> str:
-    """The kind's own fields (`name`: required; `name=default`; `name` (optional): none, or a sentence, by default), and the shared ones whose default it changes."""
+    """The kind's own fields (`name`: required; `name=default`; `name` (optional): none, or a sentence, by
+    default), and the shared ones whose default it changes."""
     shown = []
     for name, info in kind.model_fields.items():
         shared = FaultSpec.model_fields.get(name)
