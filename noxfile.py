@@ -81,7 +81,7 @@ def functional(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """unit, functional, then the Slurm jobs (as `slurm` below): what CI runs. The catalogue runs on two
     workers (0.75x the serial time on two cores): the ranks of our trainer wait at a step-triggered fault
-    from outside until it is struck, so a loaded runner no longer fires it late (docs/performance.md §5). The Slurm tests come last: the functional session has cached the fault-free
+    from outside until it is struck, so a loaded runner no longer fires it late (docs/records/2026-12-02-functional-suite.md). The Slurm tests come last: the functional session has cached the fault-free
     baselines of the catalogue they run."""
     install_project(session)
     run(session, "pytest", "tests/unit", "tests/gpu", "-n", "2")

@@ -1,6 +1,6 @@
 """Where a catalogue run's time went, per scenario, from the run folders it left (issue 18).
 
-    python -m benchmarks.catalogue chaos-runs [--baselines .chaos-cache/baselines] [--since EPOCH] [--top N]
+    python -m benchmarks.catalogue chaos-runs [--baselines ~/.cache/chaos-harness/baselines] [--since EPOCH] [--top N]
 
 Every folder below the given ones that holds an event log is a run: its wall time (first launch to the last
 launcher exit) split into start-up, build, the trainer's own steps and the rest (``measure.TimeSplit``);
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.catalogue", description=__doc__.splitlines()[0])
     parser.add_argument("folders", nargs="+", type=Path, help="scenario run folders, or folders of them (chaos-runs)")
     parser.add_argument("--baselines", type=Path, action="append", default=[], metavar="DIR",
-                        help="a baseline cache (CHAOS_CACHE_DIR, by default .chaos-cache/baselines); may repeat")
+                        help="a baseline cache (CHAOS_CACHE_DIR, by default ~/.cache/chaos-harness/baselines); may repeat")
     parser.add_argument("--since", type=float, default=0.0, help="only runs whose events were written after this Unix time")
     parser.add_argument("--top", type=int, default=20, help="how many of the longest runs to list (default 20)")
     args = parser.parse_args(argv)

@@ -19,8 +19,8 @@ than an H100 has) is listed as skipped with the reason; a row that fails otherwi
 its error. Neither ends the benchmark: the other rows are measured. The exit code is 1 when a row failed or
 ``det`` did not repeat, else 0. ``--override KEY=VALUE`` (repeatable) applies to every row.
 
-MFU, two ways: ``mfu_6n``, 6 x all parameters per token (the formula of the figures in
-/work/shared/notes/gpu.md, so that they compare), and ``mfu_model``, the model FLOPs of PaLM (Chowdhery et al.
+MFU, two ways: ``mfu_6n``, 6 x all parameters per token (the formula of the figures measured before this
+benchmark, docs/performance.md ("GPU step"), so that they compare), and ``mfu_model``, the model FLOPs of PaLM (Chowdhery et al.
 2022, appendix B): 6 x the weights that enter matmuls (the tied LM head included, the embedding lookups not)
 plus 12 x layers x hidden x seq for the attention scores and their weighting (the full square: causal
 kernels skip half of it, MFU does not credit the skip away). Both over 989 TFLOP/s (H100/H200 dense bf16).

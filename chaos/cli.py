@@ -1,8 +1,10 @@
 """The chaos command line (``chaos``, or ``python -m chaos``).
 
 Exit codes: 0 every expectation held, 1 a verdict failed (the stack did not recover as expected), 2 bad
-input, 3 a broken run (an unexplained failure, a fault that never came due: chaos/judge/run.py), 130
-Ctrl-C (141: the reader of the output went away, as ``| head`` does). Bad input of any kind is
+input, 3 a broken run (an unexplained failure, a fault that never came due: chaos/judge/run.py), 4 the job
+of the folder ``judge`` was given never ran (chaos.errors.NeverRan: one line on stderr), 130 Ctrl-C. A
+reader of the output that goes away (``chaos list | head -1``) changes nothing: the command goes on writing
+to nowhere and exits as it would have (``ReaderGone``). Bad input of any kind is
 one line per problem on stderr, ``error: <what>: <problem>``, and nothing is launched; ``main`` is the one
 place that turns an error into those lines: the project's bad-input errors (chaos.errors.BadInput, a
 damaged run folder's runlog.layout.RunFolderError), an argument argparse refuses, and an OS error naming
@@ -22,7 +24,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from chaos.errors import BadInput
+from chaos.errors import NEVER_RAN_EXIT, BadInput, NeverRan
+from chaos.judge.baseline import CACHE_VAR, default_cache_dir
 from chaos.schema.loader import load_scenario, scenario_files
 from chaos.schema.scenario import Scenario, ScenarioError
 from runlog.layout import RunFolderError
@@ -239,7 +242,8 @@ def package_version() -> str:
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="chaos", description="Break a training run on purpose; judge its recovery.",
                epilog="Exit codes: 0 every expectation held, 1 a verdict failed, 2 bad input, 3 a broken run "
-               "(a failure no injected fault explains, a fault that never came due), 130 Ctrl-C.")
+               "(a failure no injected fault explains, a fault that never came due), "
+               f"{NEVER_RAN_EXIT} the job never ran (judge), 130 Ctrl-C.")
     p.add_argument("--version", action="version", version=package_version())
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run one scenario and judge it")
@@ -272,8 +276,15 @@ def parser() -> argparse.ArgumentParser:
     cor.add_argument("--json", action="store_true", help="print the result as JSON instead of the table")
     cor.add_argument("--plot", help="the PNG of both curves (default: chaos-runs/correlate/A-vs-B.png)")
     cor.set_defaults(func=cmd_correlate)
-    jd = sub.add_parser("judge", help="judge a finished run folder again, from its files alone")
-    jd.add_argument("run_dir")
+    jd = sub.add_parser(
+        "judge", help="judge a finished run folder again: its files, and its fault-free baseline (trained first if not cached)",
+        description="Judge a finished run folder from its files. A scenario that expects `baseline:` is compared "
+        "with its config's fault-free run, trained first when not cached (a run of its own, seconds to minutes), "
+        f"then cached in ${CACHE_VAR}, by default {default_cache_dir()}. Exit 0: every expectation held; 1: a "
+        f"verdict failed; 2: bad input; 3: a broken run; {NEVER_RAN_EXIT}: the job never ran (a Slurm job written "
+        "and not submitted): nothing judged, no baseline trained.",
+    )
+    jd.add_argument("run_dir", help="a run folder (chaos run's, or chaos slurm's after its job ran)")
     jd.add_argument("--json", action="store_true", help="print the judged run as JSON")
     jd.set_defaults(func=cmd_judge)
     sl = sub.add_parser("slurm", help="write a run folder holding the Slurm job of a scenario (sbatch it yourself)")
@@ -303,17 +314,56 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+class ReaderGone:
+    """stdout or stderr, outliving its reader: once the pipe's reader has gone (`chaos list | head -1`, a
+    closed terminal), what is written goes to /dev/null, so no BrokenPipeError stops a command half-way (a
+    run keeps its processes reaped and its verdict) and none reaches the user as a traceback."""
+
+    def __init__(self, stream: Any):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except BrokenPipeError:
+            self._gone()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            self._gone()
+
+    def _gone(self) -> None:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, self.stream.fileno())  # what is still buffered, and the interpreter's last flush, go there
+        os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
 def main(argv: list[str] | None = None) -> int:
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = ReaderGone(sys.stdout), ReaderGone(sys.stderr)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        sys.stdout, sys.stderr = streams
+
+
+def _main(argv: list[str] | None) -> int:
     args = parser().parse_args(argv)
     try:
-        code = args.func(args)
-        sys.stdout.flush()  # here, where a reader gone away is caught: not at the interpreter's exit
-        return code
+        return args.func(args)
     except (BadInput, RunFolderError) as e:
         problems = e.problems if isinstance(e, BadInput) else (str(e),)
-    except BrokenPipeError:  # the reader of our output went away (`chaos list | head`): stop quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
+    except NeverRan as e:
+        print(f"chaos: {e}", file=sys.stderr)
+        return NEVER_RAN_EXIT
     except OSError as e:  # the machine said no: a file or folder that cannot be written or read
         problems = (f"{e.filename}: {e.strerror}" if e.filename else str(e),)
     except KeyboardInterrupt:

@@ -16,3 +16,13 @@ class BadInput(ValueError):
     def __init__(self, *problems: str):
         super().__init__("\n".join(problems))
         self.problems = problems
+
+
+NEVER_RAN_EXIT = 4
+"""`chaos judge`'s exit code for a run folder whose job never ran."""
+
+
+class NeverRan(Exception):
+    """A run folder whose job never started (a Slurm job written and never submitted, or still queued): there
+    is nothing to judge, and no baseline is trained for it. ``chaos.cli.main`` prints the one line and exits
+    NEVER_RAN_EXIT."""

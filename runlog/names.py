@@ -40,7 +40,7 @@ OOM_KILL = "oom_kill"
 UNEXPLAINED_FAILURE = "unexplained_failure"
 FAULT_NEVER_DUE = "fault_never_due"
 
-# Written for a job submitted to Slurm (chaos/supervise/slurm*.py; docs/events.md, "A Slurm job's events").
+# Written for a job submitted to Slurm (chaos/supervise/slurm*.py; docs/events.md, "A Slurm job's runner events").
 SUBMIT = "submit"
 SLURM_COMMAND = "slurm_command"
 SLURM_JOB = "slurm_job"

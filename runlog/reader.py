@@ -2,7 +2,7 @@
 
 Everybody reads events through :class:`EventTail`: the judge (``read_events``, the whole folder once), the
 runner's step observation and the progress view (new events every tick), the Slurm node watcher, and the
-trainer's in-process attempt numbering. The policy (docs/events.md, "Reading"):
+trainer's in-process attempt numbering. The policy (docs/events.md, "Reading the log"):
 
 - a line is read once it is complete (its newline written), so a line being written is never half-read;
 - a complete line must be an event: UTF-8, one JSON object, with the fields every event carries and those

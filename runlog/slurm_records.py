@@ -1,5 +1,5 @@
 """The records of a job submitted to Slurm (chaos/supervise/slurm*.py write them; docs/events.md, "A Slurm
-job's events"): its launches and requeues, sbatch's submission, Slurm commands run against it, Slurm's record."""
+job's runner events"): its launches and requeues, sbatch's submission, Slurm commands run against it, Slurm's record."""
 
 from __future__ import annotations
 

@@ -12,8 +12,8 @@
 # torch's cuDNN (CUDNN_PATH). GPU_SUITE_DEVICE=cpu runs the catalogue alone on gloo (--chaos-device=cpu, one
 # worker per core): the CPU scenarios under the machine's NVRx (0.7.0 on the lent GPUs; CI has 0.4.1).
 #
-# WHEEL_DIR (default .whl) holds tools/megatron-wheels.sh's wheels and the harness's own (pydantic, faker,
-# NVRx; ../shared/tools/gpu-wheels.sh); without it the machine's installed packages are used as they are.
+# WHEEL_DIR (default .whl) holds tools/megatron-wheels.sh's wheels (Megatron's, and the harness's own:
+# pydantic, faker, NVRx, hypothesis, fusepy); without it the machine's installed packages are used as they are.
 # OUT_DIR ends with suite.log (this script's output), junit.xml, summary.md, correlation/ and one run folder
 # per scenario; the table and the correlation results are printed at the end.
 set -uo pipefail

@@ -90,7 +90,7 @@ def exit_process(code: int) -> NoReturn:
     """End the process with `code`, skipping the interpreter's teardown when nothing is left for it to do.
 
     Finalizing the modules torch and dynamo load takes 1.2-1.6 s per process on a 2-core machine
-    (docs/performance.md §5), paid by every rank at the end of every run and every baseline. By now the
+    (docs/records/2026-12-01-functional-suite.md), paid by every rank at the end of every run and every baseline. By now the
     session has closed its event log, its checkpoints and its process group; the teardown's remaining work
     is logging's flush (done here) and the join of children and threads: a process that still has one (a
     data-loader worker, an unfinished writer) exits the normal way, which waits for them.

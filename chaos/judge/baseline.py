@@ -1,8 +1,11 @@
 """The fault-free reference run of a scenario's config, computed once and cached per config.
 
-The cache key covers everything that changes the numbers: the trainer config digest, the world size and
-the versions of torch, numpy and faker (the corpus generator). Parallel pytest-xdist workers that need
-the same baseline wait on one file lock, so it is computed once.
+The cache lives in the user's cache folder, not in the current one: ``$CHAOS_CACHE_DIR`` when set, else
+``$XDG_CACHE_HOME/chaos-harness/baselines`` (``~/.cache/chaos-harness/baselines``), so ``chaos judge`` run
+from anywhere finds it. Since every checkout of the project shares it, the cache key covers everything that
+changes the numbers: the trainer config digest, the world size, the device, the versions of torch, numpy and
+faker (the corpus generator), and the source of the trainer and of the event-log contract it writes with.
+Parallel pytest-xdist workers that need the same baseline wait on one file lock, so it is computed once.
 """
 
 from __future__ import annotations
@@ -14,13 +17,20 @@ import os
 import shutil
 import uuid
 from collections.abc import Callable
+from functools import cache
 from importlib.metadata import version
 from pathlib import Path
 
 from chaos.schema.scenario import Scenario
 from runlog.layout import RunFolder
 
-DEFAULT_CACHE = Path(".chaos-cache") / "baselines"
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+"""The checkout the ranks import the trainer from (the runner runs them with it first on PYTHONPATH)."""
+
+CACHE_VAR = "CHAOS_CACHE_DIR"
+"""The environment variable naming the baseline cache folder."""
+TRAINER_SOURCE = ("trainer", "runlog")
+"""The packages whose code computes a baseline's numbers (beside the project root)."""
 LOG_TAIL_LINES = 8
 """How much of a failed baseline's log its error shows."""
 
@@ -30,8 +40,26 @@ class BaselineFailed(RuntimeError):
     shows the last lines of its log (the folder is kept, not cached)."""
 
 
+def default_cache_dir() -> Path:
+    """The user's cache folder for baselines (XDG's, as pip's and torch's caches are)."""
+    home = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(home) / "chaos-harness" / "baselines"
+
+
 def cache_dir() -> Path:
-    return Path(os.environ.get("CHAOS_CACHE_DIR", DEFAULT_CACHE)).resolve()
+    """Where the baselines are cached: $CHAOS_CACHE_DIR, else the user's cache folder."""
+    return Path(os.environ.get(CACHE_VAR) or default_cache_dir()).resolve()
+
+
+@cache
+def source_digest(root: Path = PROJECT_ROOT) -> str:
+    """The sha256 of the trainer's and the contract's Python source under `root`: a baseline cached by another
+    checkout, or before the trainer changed, is not this code's."""
+    digest = hashlib.sha256()
+    for package in TRAINER_SOURCE:
+        for path in sorted((root / package).rglob("*.py")):
+            digest.update(f"{path.relative_to(root)}\0".encode() + path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def baseline_key(scenario: Scenario) -> str:
@@ -41,8 +69,15 @@ def baseline_key(scenario: Scenario) -> str:
         "world_size": scenario.world_size,
         "device": cfg.dist.device,
         "versions": {p: version(p) for p in ("torch", "numpy", "faker")},
+        "source": source_digest(),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def cached_baseline(scenario: Scenario) -> Path | None:
+    """The cached baseline run folder of `scenario`'s config, or None when it must be run first."""
+    folder = cache_dir() / baseline_key(scenario)
+    return folder if RunFolder(folder).final_weights.is_file() else None
 
 
 def fault_free(scenario: Scenario) -> Scenario:

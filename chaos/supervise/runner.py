@@ -19,9 +19,9 @@ from typing import Any
 
 import yaml
 
-from chaos.errors import BadInput
+from chaos.errors import BadInput, NeverRan
 from chaos.faults.plan import PlannedFault, arming, write_plan
-from chaos.judge.baseline import BaselineFailed, ensure_baseline
+from chaos.judge.baseline import BaselineFailed, cache_dir, cached_baseline, ensure_baseline
 from chaos.judge.run import RunOutcome, judge_folder, scenario_of
 from chaos.schema.command import ft_cfg, ft_section, rank_argv
 from chaos.schema.ft_options import RUN_DIR_PATHS
@@ -38,9 +38,11 @@ from chaos.supervise.scratch import make_tmp_dir, sweep_tmp_dirs
 from chaos.supervise.signals import EventSteps, ExternalFaults, LogSteps
 from chaos.supervise.storage import RunStorage
 from chaos.supervise.watchdog import Watchdog
+from runlog import names
 from runlog.env import STORE_PORT_VAR
 from runlog.layout import RunFolder
 from runlog.log import EventLog
+from runlog.reader import read_events
 from runlog.records import Leftover
 from trainer import nvrx_compat
 from trainer.config import cuda_available, wants_cuda
@@ -334,16 +336,37 @@ def judge_run_dir(
     scenario_file: Path | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> RunOutcome:
-    """Judge a finished run folder from its files alone (running its fault-free baseline first if it is not
-    cached); (re)writes journal.json and timeline.png. A baseline that fails is the baseline verdict's
-    failure, with its reason and log; the run's other verdicts are judged all the same."""
+    """Judge a finished run folder from its files, and for a scenario that expects `baseline:` from its
+    fault-free baseline too: trained first when this config's is not cached (chaos/judge/baseline.py);
+    (re)writes journal.json and timeline.png. A baseline that fails is the baseline verdict's failure, with
+    its reason and log; the run's other verdicts are judged all the same. NeverRan when the folder's job
+    never started: nothing to judge, no baseline trained."""
     scenario = scenario_of(run_dir) if scenario is None else scenario
+    check_ran(run_dir)
     baseline: Path | str | None = None
     if scenario.expect.baseline is not None:
         if progress:
-            progress("chaos: comparing with the fault-free baseline (computed once per config, then cached)")
+            cached = cached_baseline(scenario)
+            progress(f"chaos: comparing with the cached fault-free baseline {cached}" if cached else
+                     f"chaos: training the fault-free baseline of this config first (once; cached in {cache_dir()})")
         try:
             baseline = ensure_baseline(scenario, _run_baseline)
         except BaselineFailed as e:
             baseline = str(e)
     return judge_folder(run_dir, scenario, baseline, scenario_file=scenario_file)
+
+
+def check_ran(run_dir: Path) -> None:
+    """NeverRan when no launch of the folder's job is in its events: a Slurm job written and never
+    submitted, or still queued (its batch script named in the line)."""
+    events = read_events(run_dir)
+    if any(e["event"] == names.LAUNCH for e in events):
+        return
+    scripts = sorted(run_dir.glob("*.sbatch"))
+    if any(e["event"] == names.SUBMIT for e in events):
+        how = "; it was submitted: Slurm's output (slurm-*.out, sbatch.log) in the folder says why it did not start"
+    elif scripts:
+        how = f"; submit it with sbatch {scripts[0]} (a job still queued has not started yet)"
+    else:
+        how = ""
+    raise NeverRan(f"{run_dir}: the job never ran: no launch in its events, nothing to judge{how}")

@@ -1,7 +1,7 @@
 """A fault fired from outside the ranks strikes at its step, however slow the runner is to find its targets.
 
 On a loaded 2-core machine the runner took 1.3 s from reading node_killed_hot_spare's trigger step to the
-strike, in which the ranks ran on to their end (docs/performance.md §5). Here the runner's /proc scan is made
+strike, in which the ranks ran on to their end (docs/records/2026-12-02-functional-suite.md). Here the runner's /proc scan is made
 that slow on purpose, on a real launcher and a real trainer whose steps take milliseconds: before the ranks
 waited at the fault's step, the run finished first and the SIGTERM found nobody.
 """

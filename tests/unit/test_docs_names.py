@@ -4,6 +4,9 @@ class's attribute, a file, a `python -m` module, a `chaos` subcommand, a `nox -s
 Names are read from code spans and code blocks (where a reader copies them from), and checked without
 importing the project's modules (the files and their syntax trees), except the CLI's parser for its
 subcommands. A name that moved fails here with the doc, the line and what is gone.
+
+References to a doc's section, from any file of the project (`docs/X.md ("Section")`, a numbered `§N`, a
+Markdown link's `#anchor`), must name a heading that doc has (below).
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ class Snippet:
     doc: Path
     line: int
     text: str
+    block: bool = False
+    """A code block's line (else a code span)."""
 
     def gone(self, name: str, why: str) -> str:
         return f"{self.doc.relative_to(ROOT)}:{self.line}: `{name}`: {why}"
@@ -68,7 +73,7 @@ def snippets(doc: Path) -> Iterator[Snippet]:
             continue
         indented = line.startswith("    ") and (indented or not prose or not prose[-1].strip() and not fenced)
         if fenced or indented:
-            yield Snippet(doc, number, line)
+            yield Snippet(doc, number, line, block=True)
             prose.append("")
         else:
             prose.append(line)
@@ -277,3 +282,199 @@ def stale_in(doc: Path) -> list[str]:
     """stale() of a doc outside the checkout, named as if it were in it."""
     inside = ROOT / "docs" / doc.name
     return [problem for s in snippets(doc) for problem in problems(Snippet(inside, s.line, s.text))]
+
+
+# References to a doc's section: `docs/X.md ("Section")` or `docs/X.md, "Section"` in any file of the project
+# (docstrings, comments, docs), `docs/X.md §N` (a numbered section), and Markdown links `[text](X.md#anchor)`.
+# Each must name a heading the doc has, as the heading reads (or, for a link, its anchor as GitHub makes it).
+
+TEXT_SUFFIXES = (".py", ".md", ".yaml", ".yml", ".sh", ".toml", ".cfg", ".txt")
+NOT_SCANNED = ("tests/data/", "tests/unit/test_docs_names.py")
+"""Recorded logs of other programs (they quote what those printed), and this file's broken examples."""
+_SECTION_REF = re.compile(r"(?<![\w/.-])(docs/[\w./-]+\.md)(?:,\s*|\s*\(\s*)\"([^\"]{1,160})\"")
+_NUMBERED_REF = re.compile(r"(?<![\w/.-])(docs/[\w./-]+\.md) §(\d+)")
+_LINK = re.compile(r"\]\(([^()\s]*?\.md)?(?:#([\w-]+))?\)")
+
+
+def project_files() -> list[Path]:
+    """The project's text files: what a clone has (hidden folders, build outputs and run folders aside)."""
+    skip = {".git", ".nox", ".venv", "chaos-runs", "build", "__pycache__", ".pytest_cache", ".ruff_cache"}
+    found = []
+    for path in sorted(ROOT.rglob("*")):
+        rel = path.relative_to(ROOT)
+        if path.suffix not in TEXT_SUFFIXES or not path.is_file() or skip & set(rel.parts) or rel.parts[0].startswith("."):
+            continue
+        if not str(rel).startswith(NOT_SCANNED) and not rel.parts[0].endswith(".egg-info"):
+            found.append(path)
+    return found
+
+
+def _plain(text: str) -> str:
+    """A heading or a quoted section name as a reader sees it: backticks gone, one space between words, a line
+    broken in a comment (`#`, `//`) or a docstring joined again."""
+    return " ".join(re.sub(r"\n\s*(?:#|//)?", " ", text).replace("`", "").split())
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a heading."""
+    return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+
+
+@cache
+def headings(doc: Path) -> tuple[str, ...]:
+    """A Markdown file's headings (outside code blocks), as plain text."""
+    found, fenced = [], False
+    for line in doc.read_text().splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced and (m := re.match(r"#{1,6} +(.+?)\s*#*\s*$", line)):
+            found.append(_plain(m.group(1)))
+    return tuple(found)
+
+
+def has_section(doc: Path, section: str) -> bool:
+    """Whether a heading of `doc` reads `section`, or begins with it (a word or a parenthesis following): a
+    reference names "The run folder" of "The run folder (runlog/layout.py, `RunFolder`)". A numbered heading
+    ("8. Headroom under load") is named without its number."""
+    for heading in headings(doc):
+        heading = re.sub(r"^\d+\. ", "", heading)
+        if heading == section or heading.startswith(section) and heading[len(section)] in " :(,":
+            return True
+    return False
+
+
+@cache
+def anchors(doc: Path) -> frozenset[str]:
+    seen: dict[str, int] = {}
+    out = set()
+    for heading in headings(doc):
+        slug = _slug(heading)
+        out.add(slug if slug not in seen else f"{slug}-{seen[slug]}")
+        seen[slug] = seen.get(slug, 0) + 1
+    return frozenset(out)
+
+
+def section_problems(path: Path) -> Iterator[str]:
+    """Every reference to a doc's section in `path` that names no section of it."""
+    text = path.read_text(errors="replace")
+    where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+    def line(match: re.Match[str]) -> int:
+        return text.count("\n", 0, match.start()) + 1
+
+    for m in _SECTION_REF.finditer(text):
+        doc, section = ROOT / m.group(1), _plain(m.group(2))
+        if not doc.is_file():
+            yield f"{where}:{line(m)}: {m.group(1)}: no such doc"
+        elif not has_section(doc, section):
+            yield f"{where}:{line(m)}: {m.group(1)} has no section {section!r}"
+    for m in _NUMBERED_REF.finditer(text):
+        doc = ROOT / m.group(1)
+        if not doc.is_file() or not any(h.startswith(f"{m.group(2)}. ") for h in headings(doc)):
+            yield f"{where}:{line(m)}: {m.group(1)} has no section {m.group(2)} (§{m.group(2)})"
+    if path.suffix != ".md":
+        return
+    for m in _LINK.finditer(text):
+        target = (path.parent / m.group(1)).resolve() if m.group(1) else path
+        if m.group(1) and "://" in m.group(1):
+            continue
+        if not target.is_file():
+            yield f"{where}:{line(m)}: ({m.group(1)}): no such file"
+        elif m.group(2) and m.group(2) not in anchors(target):
+            yield f"{where}:{line(m)}: ({m.group(1) or ''}#{m.group(2)}): {target.name} has no such heading"
+
+
+def test_every_reference_to_a_doc_section_names_one_it_has() -> None:
+    gone = [problem for path in project_files() for problem in section_problems(path)]
+    assert not gone, "references to sections that do not exist:\n" + "\n".join(gone)
+
+
+def test_a_reference_to_a_missing_section_is_reported_with_its_file_and_line(tmp_path: Path) -> None:
+    code = tmp_path / "names.py"
+    code.write_text(
+        '"""Written for a Slurm job (docs/events.md, "A Slurm job\'s events"); read as\n'
+        '    docs/events.md ("The run\n    folder") says, and docs/scenarios.md ("Output for robots").\n'
+        '# docs/performance.md §99, docs/nothing.md ("Anything")"""\n'
+    )
+    doc = tmp_path / "page.md"
+    doc.write_text("See [the faults](scenarios.md#faults), [gone](scenarios.md#no-such-heading), [x](nope.md).\n")
+    (tmp_path / "scenarios.md").write_text("# Scenarios\n\n## Faults\n")
+    assert [*section_problems(code), *section_problems(doc)] == [
+        f"{code}:1: docs/events.md has no section \"A Slurm job's events\"",
+        f"{code}:3: docs/scenarios.md has no section 'Output for robots'",
+        f"{code}:4: docs/nothing.md: no such doc",
+        f"{code}:4: docs/performance.md has no section 99 (§99)",
+        f"{doc}:1: (scenarios.md#no-such-heading): scenarios.md has no such heading",
+        f"{doc}:1: (nope.md): no such file",
+    ]
+
+
+# Options the docs give: a `chaos SUB ... --option` line must use an option SUB has (as its parser says), and
+# an option shown alone (`--option`) must be one a parser of the project defines, or a known program's.
+
+FOREIGN_OPTIONS = frozenset({
+    "--ft-cfg-path", "--max-restarts", "--nnodes", "--nproc-per-node", "--rdzv-backend", "--rdzv-id", "--rdzv-conf",
+    "--no-python",  # torchrun / ft_launcher
+    "--nodes", "--time", "--requeue", "--open-mode", "--signal", "--no-kill", "--gpus",  # sbatch / srun
+    "--calc-ft-timeouts", "--use-distributed-optimizer", "--rerun-mode", "--exit-interval", "--log-interval",
+    "--enable-ft-package", "--transformer-impl",  # Megatron-LM
+    "--durations", "--dist", "--deselect",  # pytest, pytest-xdist
+    "--term-timeout",  # NVRx's ft_launcher
+    "--ft-",  # ft_launcher's options as a family (`--ft-*`)
+})
+FOREIGN_PREFIXES = ("--ft-",)
+"""ft_launcher's own options, one family: NVRx adds to it with every release (0.7.0 has 70)."""
+_OPTION = re.compile(r"(?<![\w-])(--[a-z][\w-]*)")
+_CHAOS_LINE = re.compile(r"(?<![\w./-])chaos ([a-z][a-z-]*)\b([^#|;&`]*)")
+
+
+@cache
+def chaos_options(command: str) -> frozenset[str]:
+    """The options `chaos COMMAND` takes (its own and chaos's), from the CLI's parser."""
+    (sub,) = (a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
+    own = sub.choices[command]._option_string_actions
+    return frozenset(own) | frozenset(parser()._option_string_actions)
+
+
+@cache
+def defined_options() -> frozenset[str]:
+    """Every option a parser of the project defines (argparse's add_argument, pytest's addoption)."""
+    found = set()
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(tree(path)):
+                if isinstance(node, ast.Call) and getattr(node.func, "attr", None) in ("add_argument", "addoption"):
+                    found |= {a.value for a in node.args if isinstance(a, ast.Constant) and str(a.value).startswith("--")}
+    return frozenset(found)
+
+
+def option_problems(snippet: Snippet) -> Iterator[str]:
+    for m in _CHAOS_LINE.finditer(snippet.text):
+        if m.group(1) not in chaos_commands():
+            continue  # reported as a subcommand that is gone
+        for option in _OPTION.findall(m.group(2)):
+            if option not in chaos_options(m.group(1)):
+                yield snippet.gone(f"chaos {m.group(1)} {option}", f"chaos {m.group(1)} has no such option (see its --help)")
+    if snippet.block:
+        return  # a block's line of options continues a command line above it
+    if (m := _OPTION.match(snippet.text.strip())) and m.group(1) not in defined_options() | FOREIGN_OPTIONS and not m.group(1).startswith(FOREIGN_PREFIXES):
+        yield snippet.gone(m.group(1), "no parser of the project defines this option, nor is it a known program's")
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[d.name for d in DOCS])
+def test_every_option_a_doc_gives_exists(doc: Path) -> None:
+    gone = [problem for snippet in snippets(doc) for problem in option_problems(snippet)]
+    assert not gone, "options that do not exist:\n" + "\n".join(gone)
+
+
+def test_an_option_that_does_not_exist_is_reported(tmp_path: Path) -> None:
+    doc = tmp_path / "correlate.md"
+    doc.write_text(
+        "    python -m chaos correlate A B --tolerance bf16 --tensorboard-dir runs/tb  # no such option\n\n"
+        "A folder of them (`--tensorboard-dir`), or `--steps 3-`; `chaos run x --seed 1 --json`, `--reps 3`.\n"
+    )
+    found = [p for s in snippets(doc) for p in option_problems(Snippet(ROOT / "docs" / doc.name, s.line, s.text))]
+    assert found == [
+        "docs/correlate.md:1: `chaos correlate --tensorboard-dir`: chaos correlate has no such option (see its --help)",
+        "docs/correlate.md:3: `--tensorboard-dir`: no parser of the project defines this option, nor is it a known program's",
+    ]

@@ -14,7 +14,7 @@ from benchmarks.gpu_step import SMOKE_SHAPES, flops_per_token, mfu, same_run, un
 
 ROOT = Path(__file__).resolve().parents[3]
 L, H, FFN, V, S = 20, 2048, 8192, 256, 2048
-"""The 1B shape of /work/shared/notes/gpu.md: 1,011,888,128 parameters."""
+"""The 1B shape of the GPU step benchmark (docs/performance.md, "GPU step"): 1,011,888,128 parameters."""
 
 
 def test_flops_per_token_of_the_1b_shape_by_hand() -> None:
@@ -26,7 +26,8 @@ def test_flops_per_token_of_the_1b_shape_by_hand() -> None:
 
 
 def test_mfu_of_6n_reproduces_the_recorded_1b_figure() -> None:
-    """gpu.md: 1.01B parameters, mbs 8 x seq 2048 in 246 ms is 40.8% of 989 TFLOP/s, counted as 6N."""
+    """The figure measured before (docs/performance.md, "GPU step"): 1.01B parameters, mbs 8 x seq 2048 in 246 ms
+    is 40.8% of 989 TFLOP/s, counted as 6N."""
     tokens_per_s = 8 * 2048 / 0.246
     assert mfu(6 * 1_011_888_128, tokens_per_s) == pytest.approx(0.408, abs=0.002)
 

@@ -3,11 +3,21 @@ folder's name is the run's marker, by which the runner finds and kills what a ru
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
-from chaos.judge.baseline import ensure_baseline
+from chaos.judge.baseline import (
+    CACHE_VAR,
+    PROJECT_ROOT,
+    TRAINER_SOURCE,
+    cache_dir,
+    cached_baseline,
+    default_cache_dir,
+    ensure_baseline,
+    source_digest,
+)
 from runlog.layout import RunFolder
 
 
@@ -44,3 +54,46 @@ def test_a_dead_runners_partial_baseline_is_cleared_before_the_next(make_scenari
         ensure_baseline(scenario, dies)
     ensure_baseline(scenario, _completes(folders))
     assert not folders[0].exists() and [p.name for p in tmp_path.glob("*.partial*")] == []
+
+
+def test_the_cache_is_the_users_not_the_current_folders(make_scenario, tmp_path, monkeypatch):
+    """`chaos judge` run from another folder finds the baselines: they live in the user's cache folder (XDG's,
+    else ~/.cache), or in $CHAOS_CACHE_DIR; nothing is written into the current folder."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.delenv("CHAOS_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache_dir() == tmp_path / "home" / ".cache" / "chaos-harness" / "baselines"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "chaos-harness" / "baselines"
+
+    scenario, folders = make_scenario(), []
+    assert cached_baseline(scenario) is None
+    done = ensure_baseline(scenario, _completes(folders))
+    assert done.parent == tmp_path / "xdg" / "chaos-harness" / "baselines" and cached_baseline(scenario) == done
+    assert list(elsewhere.iterdir()) == []
+    ensure_baseline(scenario, _completes(folders))
+    assert len(folders) == 1  # cached: not run again
+    monkeypatch.setenv("CHAOS_CACHE_DIR", str(tmp_path / "mine"))
+    assert cache_dir() == tmp_path / "mine" and cached_baseline(scenario) is None
+
+
+def test_a_trainer_that_changed_has_baselines_of_its_own(tmp_path):
+    """Checkouts share the user's cache: the key covers the trainer's and the contract's source."""
+    for package in TRAINER_SOURCE:
+        shutil.copytree(PROJECT_ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    assert source_digest.__wrapped__(tmp_path) == source_digest(PROJECT_ROOT)
+    step = tmp_path / "trainer" / "loop.py"
+    step.write_text(step.read_text() + "\n# a changed trainer\n")
+    assert source_digest.__wrapped__(tmp_path) != source_digest(PROJECT_ROOT)
+
+
+def test_the_docs_say_where_the_cache_is(monkeypatch):
+    """README and docs/scenarios.md name the variable and the default folder the code uses."""
+    monkeypatch.setenv("XDG_CACHE_HOME", "/XDG")
+    tail = str(default_cache_dir().relative_to("/XDG"))
+    for doc in ("README.md", "docs/scenarios.md"):
+        text = (PROJECT_ROOT / doc).read_text()
+        assert f"${CACHE_VAR}" in text and f"~/.cache/{tail}" in text, doc

@@ -33,7 +33,7 @@ def test_a_gpu_command_runs_where_the_machine_has_cuda(make_scenario, monkeypatc
 
 def test_the_runner_reaches_a_launch_without_importing_torch() -> None:
     """Everything the runner reads before launching (the scenario, NVRx's version, whether there is CUDA)
-    comes without torch, whose import would delay every `chaos run` by 2 s (docs/performance.md §5)."""
+    comes without torch, whose import would delay every `chaos run` by 2 s (docs/records/2026-12-01-functional-suite.md)."""
     code = (
         "import sys, chaos.supervise.runner, chaos.judge.verdicts, chaos.cli; from trainer import config;"
         "config._NVIDIA_DRIVER = (); from chaos.schema.loader import load_scenario;"

@@ -121,3 +121,29 @@ def test_a_spare_waits_for_a_step_of_its_own_job_launch(tmp_path: Path) -> None:
     finally:
         waiter.kill()
         waiter.wait()
+
+
+def test_judging_a_job_that_never_ran_says_so_in_one_line_and_trains_nothing(tmp_path: Path) -> None:
+    """`chaos slurm` writes the job; judged before it is submitted, `chaos judge` says the job never ran and
+    exits 4, with no baseline trained (it used to train one, 11 s, then report BROKEN with
+    `ok deadline: observed finished`)."""
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "CHAOS_CACHE_DIR": str(tmp_path / "cache"),
+           "HOME": str(tmp_path)}
+
+    def chaos(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "chaos", *argv], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=120)
+
+    wrote = chaos("slurm", "rank_killed", "--out", str(tmp_path / "runs"))
+    assert wrote.returncode == 0, wrote.stderr
+    (folder,) = (tmp_path / "runs").iterdir()
+    for argv in (("judge", str(folder)), ("judge", str(folder), "--json")):
+        judged = chaos(*argv)
+        assert (judged.returncode, judged.stdout) == (4, ""), judged.stderr
+        assert judged.stderr == (f"chaos: {folder}: the job never ran: no launch in its events, nothing to judge; "
+                                 f"submit it with sbatch {folder / 'job.sbatch'} (a job still queued has not started yet)\n")
+    assert not (tmp_path / "cache").exists() and not (folder / "journal.json").exists()
+    EventLog(folder, "launcher", rank=-1).emit("submit", job_id="17", script=str(folder / "job.sbatch"))
+    submitted = chaos("judge", str(folder))
+    assert submitted.returncode == 4 and submitted.stderr.count("\n") == 1, submitted.stderr
+    assert "the job never ran" in submitted.stderr and "it was submitted" in submitted.stderr
