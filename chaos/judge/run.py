@@ -7,6 +7,7 @@ over its folder, so judging never launches anything itself.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +87,7 @@ def judge_folder(
     verdicts += judge(scenario.expect, metrics, baseline_check)
     verdicts += cycle_verdicts(scenario, folder, events)
     status = run_status(verdicts)
-    if scenario.known_failure is not None and status != BROKEN:
+    if known_here(scenario) and status != BROKEN:
         known = known_failure_verdict(scenario.known_failure, verdicts, _output(folder))
         verdicts.append(known)
         status = KNOWN_FAILURE if known.passed else FAILED
@@ -129,6 +130,22 @@ def cycle_verdicts(scenario: Scenario, folder: RunFolder, events: list[dict]) ->
     attempts = [e["attempt"] for e in events if e["rank"] >= 0 and e["event"] == names.RUN_START]
     agree, text = cycle_check(Path(where.replace("{run_dir}", str(folder.root))), attempts)
     return [Verdict(CYCLE_RECORDS, "the launcher's cycle records (ft.cycle_info_dir) match the attempts the ranks logged", text, agree)]
+
+
+def known_here(scenario: Scenario) -> bool:
+    """Whether the scenario's known failure applies on this machine (``only_without``: none of those
+    packages installed)."""
+    known = scenario.known_failure
+    return known is not None and not any(installed(name) for name in known.only_without)
+
+
+def installed(distribution: str) -> bool:
+    """Whether a package is installed (its metadata is found; nothing of it is imported)."""
+    try:
+        version(distribution)
+    except PackageNotFoundError:
+        return False
+    return True
 
 
 def run_status(verdicts: list[Verdict]) -> str:

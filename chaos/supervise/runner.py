@@ -13,7 +13,6 @@ import time
 import uuid
 from collections.abc import Callable
 from functools import partial
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ import yaml
 from chaos.errors import BadInput, NeverRan
 from chaos.faults.plan import PlannedFault, arming, write_plan
 from chaos.judge.baseline import BaselineFailed, cache_dir, cached_baseline, ensure_baseline
-from chaos.judge.run import RunOutcome, judge_folder, scenario_of
+from chaos.judge.run import RunOutcome, installed, judge_folder, scenario_of
 from chaos.schema.command import ft_cfg, ft_section, rank_argv
 from chaos.schema.ft_options import RUN_DIR_PATHS
 from chaos.schema.scenario import Scenario, plan_faults
@@ -88,15 +87,6 @@ def _on_cuda_by_itself(scenario: Scenario) -> bool:
     if scenario.command is None:
         return wants_cuda(scenario.config.dist)
     return cuda_available()
-
-
-def installed(distribution: str) -> bool:
-    """Whether a package is installed (its metadata is found; nothing of it is imported)."""
-    try:
-        version(distribution)
-    except PackageNotFoundError:
-        return False
-    return True
 
 
 def launcher_command(scenario: Scenario, run_dir: Path, port: int, overrides: list[str], host: str = "127.0.0.1") -> list[str]:

@@ -118,3 +118,18 @@ def test_under_nvrx_0_4_a_scenario_of_0_7_options_is_refused_naming_them() -> No
         f"error: ft_no_progress_stop_w1 sets ft.max_no_progress_cycles, ft.checkpoint_iteration_file, ft.no_restart_exit_code, "
         f"ft.cycle_info_dir, which NVRx {nvrx_compat.VERSION}'s ft_launcher lacks (NVRx 0.7 has it)"
     )
+
+
+def test_a_known_failure_of_the_no_te_path_applies_only_where_te_is_absent(monkeypatch) -> None:
+    """megatron_lm_distopt_resume's assertion sits on Megatron-Core's path for neither APEX nor TE: with TE
+    installed the run is judged on its expectations alone."""
+    from chaos.judge import run
+    from chaos.schema.loader import load_scenario
+
+    scenario = load_scenario(ROOT / "scenarios/megatron_lm_distopt_resume.yaml")
+    assert scenario.known_failure.only_without == ["transformer-engine"]
+    monkeypatch.setattr(run, "installed", lambda name: False)
+    assert run.known_here(scenario)
+    monkeypatch.setattr(run, "installed", lambda name: name == "transformer-engine")
+    assert not run.known_here(scenario)
+    assert run.known_here(load_scenario(ROOT / "scenarios/bridge_simulate_fault_distopt.yaml"))
