@@ -4,7 +4,9 @@ trainer ``examples/fault_tolerance/train_ddp_heartbeats_api.py`` does (it import
 Launched by ft_launcher, each rank serves its batches from a torch DataLoader with ``--num-workers``
 workers (forked: they inherit every descriptor the rank has open, rank 0's listening store socket
 included), sends a heartbeat every step, prints ``step N loss X`` from rank 0 and keeps its own checkpoint
-(rank 0 writes it atomically every ``--save-every`` steps) so that a restarted worker group resumes.
+(rank 0 writes it atomically every ``--save-every`` steps) so that a restarted worker group resumes. With
+``--slow-batch N`` the first attempt's batch of step N takes a worker ``--slow-batch-s`` seconds to load (a
+slow shard): a worker busy with it when its rank dies outlives the rank by that long.
 
     ft_launcher --nproc-per-node=2 --ft-cfg-path=cfg.yaml loader_train.py --steps 20 --ckpt /tmp/ckpt.pt
 """
