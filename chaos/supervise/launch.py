@@ -4,7 +4,9 @@ A one-node run has one agent (ft_launcher or torchrun); a multi-node run one per
 a cluster job runs one per host (chaos/supervise/nodes.py). Every agent runs with ``start_new_session=True``
 and the run's marker (CHAOS_RUN_ID), which every worker inherits. An agent's output goes to its log
 (``launcher.log``, or ``launcher-<node>.log``); lines that show the launcher or NVRx's rank monitor acting on
-a fault become runner events, stamped as they arrive, and its restart lines move the attempt tracker. On the
+a fault become runner events, stamped as they arrive, and its restart lines move the attempt tracker. At each
+later round's start (an agent's rendezvous line) the processes of earlier rounds still alive are recorded with
+what they hold, and followed until each is gone (chaos/supervise/leftovers.py). On the
 deadline, Ctrl-C or any error every live agent's process group is killed; afterwards any process still
 carrying the marker is a leftover: it is reported (a failure of the run) and killed. With
 ``LaunchSpec.isolation`` the agents start inside the launch's namespaces (chaos/supervise/isolation.py: the
