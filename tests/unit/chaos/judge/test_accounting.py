@@ -202,3 +202,16 @@ def test_leftovers_on_another_port_or_none_at_all_leave_the_clash_unexplained(ev
 def test_a_leftover_the_runner_saw_outlive_its_watch_is_said_so(event):
     accounting = account(_killed_with_leftovers(event, [31145], gone=False), [KILL], {"": HELD_LOG})
     assert "(still there when the runner stopped watching)" in accounting.failures[1].cause
+
+
+def test_a_held_checkpoint_file_or_gpu_memory_explains_a_failure_that_names_it(event):
+    """The other resources a leftover holds: a file its cause names, GPU memory when it died of a CUDA OOM."""
+    ckpt = "/runs/r/checkpoints/iter_5/rank0.pt"
+    holder = {**_leftover(11, []), "name": "python", "files": [ckpt], "gpu_mib": 30000}
+    base = [e for e in _killed_with_leftovers(event, []) if e["event"] != "leftovers_at_start" and (e["event"], e["attempt"]) != ("worker_failed", 1)]
+    for error, resource in [(f"PermissionError: [Errno 13] {ckpt} is locked", f"file {ckpt}"),
+                            ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "GPU memory")]:
+        events = [*base, event("leftovers_at_start", 2.2, rank=-1, attempt=1, processes=[holder]),
+                  event("run_start", 3.0, attempt=1, rank=1), event("exit", 3.5, attempt=1, reason="error", code=1, error=error)]
+        (failure,) = [f for f in account(events, [KILL], {"": ""}).failures if f.attempt == 1]
+        assert failure.recovery_of and failure.cause == f"{resource} held by 1 python process of attempt 0 (left over 2.9 s after the kill): {error}"
