@@ -43,6 +43,10 @@ def test_a_restart_the_last_attempts_data_loader_workers_burn_is_a_failed_recove
     assert held <= set(gone)  # each went, and was seen going, before the attempt that trained to the end
     assert float(burnt[0][2]) >= 15  # the slow batch (20 s) held one of them; its watchdog then saw the rank gone
 
+    again = _chaos("judge", str(run_dir))  # the folder alone gives the same verdict
+    assert again.returncode == 0 and "external_loader_leftovers: KNOWN FAILURE" in again.stdout
+    assert HELD.findall(again.stdout) == burnt
+
     copy = run_dir / "scenario.yaml"
     scenario = yaml.safe_load(copy.read_text())
     scenario["known_failure"] = None
