@@ -22,7 +22,12 @@ The rules:
   is the stack's failure, judged by the recovery verdicts. An attempt that died before any of its ranks
   started, with no fault of its own, failed of something else (a port, a package, a crash at start-up),
   unless the launcher refused to start it because a health check before its rendezvous failed (NVRx 0.7,
-  HEALTH_CHECK_FAILED): that is its reaction to the earlier fault.
+  HEALTH_CHECK_FAILED): that is its reaction to the earlier fault; or unless what it lacked was held by
+  processes of an earlier attempt still running when it started
+  (``leftovers_at_start``: chaos/supervise/leftovers.py): a port its EADDRINUSE names, a file its cause
+  names, GPU memory of its CUDA OOM. Then the earlier attempt's fault explains it, as a failed recovery, and
+  its cause names the resource and the processes (``port 27267 held by 4 pt_data_worker processes of
+  attempt 0 (left over 3.5 s after the kill): ...``).
   A host_oom fault explains only a death the kernel's OOM killer caused: an ``oom_kill`` of the run's
   cgroup naming its rank (any other SIGKILL of that rank is unexplained); the failure's cause then says so.
 - A planned fault is *never due* when it neither struck (``fault_injected``) nor came due without a
@@ -63,9 +68,12 @@ _EXCEPTION = re.compile(r"^(?:\[[^\]]*\]:?\s*)*((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(
 ``[rank0]:`` prefix the launcher put before it."""
 _TRACEBACK = ("  ", "Traceback", "^")
 _CHAINED = ("During handling", "The above exception")
-_NONE, _IN, _ENDING = "none", "in", "ending"
-"""Where a line stands against a traceback the launcher logged: outside one, inside, or after its exception
-line (where only a chained exception continues it)."""
+_NONE, _IN, _FIRST, _ENDING = "none", "in", "first", "ending"
+"""Where a line stands against a traceback the launcher logged: outside one, inside, at its first frame (a
+``Traceback`` line just came), or after its exception line (where only a chained exception continues it)."""
+_LIBRARY_FRAME = re.compile(r'^  File "(?:<frozen |[^"]*/(?:site|dist)-packages/)')
+"""A traceback frame in installed code (the launcher's: NVRx, torch, pynvml). A traceback whose first frame
+is not is a worker's own, printed right after a launcher's error record (``gpu_ib_map is empty``)."""
 
 
 @dataclass(frozen=True)
@@ -182,6 +190,8 @@ def _explain(signs: list[Failure], faults: list[Event], events: list[Event]) -> 
             struck = dataclasses.replace(struck, cause=f"OOM-killed by the kernel: pid {kill['target']} in {kill['cgroup']}")
         return _with(struck, _fault_id(own[-1]), recovery=False)
     earlier = [f for f in faults if f["attempt"] < failure.attempt and f["mono"] <= failure.mono]
+    if earlier and (held := held_resource(failure, events)) is not None:
+        return _with(dataclasses.replace(failure, cause=f"{held}: {failure.cause}"), _fault_id(earlier[-1]), recovery=True)
     refused = failure.how == names.LAUNCHER_EXIT and HEALTH_CHECK_FAILED.search(failure.cause) is not None
     if earlier and (_started(failure.attempt, events) or refused):
         return _with(failure, _fault_id(earlier[-1]), recovery=True)
@@ -192,6 +202,63 @@ HEALTH_CHECK_FAILED = re.compile(r"[A-Z][A-Za-z ]*?health check failed for node[
 """ft_launcher's line (NVRx 0.7) when a health check before a rendezvous fails: it then exits 1 without
 starting the attempt. After an injected fault that is the stack's reaction to the fault (it refused to
 restart onto what the fault broke), so the earlier fault explains it, as a restart the fault broke."""
+
+_PORT_IN_USE = re.compile(r"EADDRINUSE|address already in use", re.IGNORECASE)
+_PORT = re.compile(r"\bport:? (\d+)|:(\d+)\b")
+_GPU_OOM = re.compile(r"out of memory", re.IGNORECASE)
+
+
+def held_resource(failure: Failure, events: list[Event]) -> str | None:
+    """What the failure's cause says it lacked, held by processes an earlier attempt left running when this
+    one started (``leftovers_at_start``), said as `port 27267 held by 4 pt_data_worker processes of attempt 0
+    (left over 3.5 s after the kill)`; None when its cause names nothing they held. A port: an EADDRINUSE
+    (on the port held, when the cause names a port); a file: its path in the cause; GPU memory: a CUDA OOM."""
+    at_start = [e for e in events if e["event"] == names.LEFTOVERS_AT_START and e["attempt"] == failure.attempt]
+    processes = [p for e in at_start for p in e.get("processes") or ()]
+    cause = failure.cause
+    for resource, holders in _resources(processes).items():
+        kind, _, what = resource.partition(" ")
+        named = {int(a or b) for a, b in _PORT.findall(cause)}
+        if (kind == "port" and _PORT_IN_USE.search(cause) and (not named or int(what) in named)) or \
+                (kind == "file" and what in cause) or (kind == "GPU" and _GPU_OOM.search(cause)):
+            return f"{resource} held by {_who(holders)} ({_how_long(holders, failure.attempt, events)})"
+    return None
+
+
+def _resources(processes: list[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """The leftovers by what they held: ``port N``, ``file PATH``, ``GPU memory``."""
+    held: dict[str, list[Mapping[str, Any]]] = {}
+    for p in processes:
+        for resource in [*(f"port {n}" for n in p.get("ports") or ()), *(f"file {f}" for f in p.get("files") or ())]:
+            held.setdefault(resource, []).append(p)
+        if p.get("gpu_mib"):
+            held.setdefault("GPU memory", []).append(p)
+    return held
+
+
+def _who(holders: list[Mapping[str, Any]]) -> str:
+    """`4 pt_data_worker processes of attempt 0`, or several names and attempts."""
+    by_name: dict[str, int] = {}
+    for p in holders:
+        by_name[p.get("name", "?")] = by_name.get(p.get("name", "?"), 0) + 1
+    names_ = " and ".join(f"{n} {name} process{'es' if n > 1 else ''}" for name, n in by_name.items())
+    attempts = sorted({p.get("attempt") for p in holders if p.get("attempt") is not None})
+    return f"{names_} of attempt {', '.join(map(str, attempts))}" if attempts else names_
+
+
+def _how_long(holders: list[Mapping[str, Any]], attempt: int, events: list[Event]) -> str:
+    """How long after the kill of their attempt (the launcher's first report of a worker of it dying) the
+    last of `holders` was gone; or that it outlived the runner's watch."""
+    of = {p.get("attempt") for p in holders}
+    died = [e["mono"] for e in events if e["event"] == names.WORKER_FAILED and e["attempt"] in of]
+    restart = [e["mono"] for e in events if e["event"] == names.RESTART and e["attempt"] == attempt]
+    start = next((e["mono"] for e in events if e["event"] == names.LEFTOVERS_AT_START and e["attempt"] == attempt), None)
+    kill = min(died or restart or [start or 0.0])
+    pids = {p.get("pid") for p in holders}
+    gone = [e["mono"] for e in events if e["event"] == names.LEFTOVER_GONE and e.get("target") in pids]
+    if len(gone) < len(pids):
+        return "still there when the runner stopped watching"
+    return f"left over {max(gone) - kill:.1f} s after the kill"
 
 
 def _oom_kill(fault: Event, events: list[Event]) -> Event | None:
@@ -322,11 +389,16 @@ ACCOUNTING_SOURCE = "accounting"
 
 def _launcher_block(block: str, line: str) -> str:
     """The state after ``line``: a launcher's error record opens a block, its traceback continues it, its
-    exception line ends it unless a chained traceback follows (then a worker's own traceback is outside)."""
+    exception line ends it unless a chained traceback follows (then a worker's own traceback is outside); a
+    traceback whose first frame is not installed code is a worker's, also right after the record."""
     if _LAUNCHER_ERROR.match(line):
         return _IN
     if block == _NONE:
         return _NONE
+    if block == _FIRST:
+        return _IN if _LIBRARY_FRAME.match(line) else _NONE
+    if line.startswith("Traceback"):
+        return _FIRST
     if block == _ENDING and not (not line.strip() or line.startswith(_CHAINED)):
         return _NONE
     if _EXCEPTION.match(line.strip()):

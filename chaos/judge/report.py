@@ -87,10 +87,18 @@ def format_summary(journal: dict[str, Any]) -> str:
     for v in journal["verdicts"]:
         message = v["message"].replace("\n", "\n       ")  # a failed baseline's log lines, under its verdict
         lines.append(f"  {'ok  ' if v['passed'] else 'FAIL'} {message}")
+    lines += [f"  failed recovery from {f['explained_by']}: {_failure(f)}" for f in journal.get("failures", ()) if f.get("recovery_of")]
     lines.append(f"  run folder: {journal['run_dir']}")
     if journal.get("picture"):
         lines.append(f"  picture:    {journal['picture']}")
     return "\n".join(lines)
+
+
+def _failure(f: dict[str, Any]) -> str:
+    """A journal failure as ``Failure.describe`` says it (chaos/judge/accounting.py)."""
+    who = "the job" if f["rank"] is None else f"rank {f['rank']}"
+    code = f"signal {f['signal']}" if f["signal"] else f"exit code {f['exit_code']}"
+    return f"attempt {f['attempt']}, {who}, {code}: {f['cause']}"
 
 
 BROKEN_NOTE = (

@@ -24,7 +24,7 @@ _RANK0_MARKS = frozenset(
 )
 _ANY_MARKS = frozenset(
     {names.LAUNCH, names.FAULT_INJECTED, names.LINK_RESTORED, names.FAULT_MISSED, names.SIGNAL_SENT, names.LAUNCHER_EXIT, names.LEFTOVER, names.DEADLINE, names.AGENT_START, names.AGENT_EXIT,
-     names.SLURM_JOB, names.UNEXPLAINED_FAILURE, names.FAULT_NEVER_DUE}
+     names.SLURM_JOB, names.UNEXPLAINED_FAILURE, names.FAULT_NEVER_DUE, names.LEFTOVERS_AT_START, names.LEFTOVER_GONE}
     | RUNNER_DETECTIONS
     | RANK_DETECTIONS
     | {names.PITFALL, names.LOCAL_CHECKPOINT_SAVE}
@@ -173,7 +173,7 @@ def compute_metrics(events: Iterable[Event]) -> Metrics:
     fault_at = next((i for i, e in enumerate(ordered) if e["event"] == names.FAULT_INJECTED), None)
     return Metrics(
         exit_code=_last(ordered, names.LAUNCHER_EXIT, "code"),
-        restarts=max((e["attempt"] for e in ordered if e["rank"] >= 0), default=None),
+        restarts=_restarts(ordered),
         completed_steps=max((e["iteration"] for e in ordered if e["event"] == names.STEP), default=0),
         wall_s=wall,
         goodput=useful / wall if wall and useful is not None else None,
@@ -202,6 +202,13 @@ def compute_metrics(events: Iterable[Event]) -> Metrics:
         pitfalls=sorted({e["name"] for e in ordered if e["event"] == names.PITFALL}),
         **(fault_metrics(ordered, fault_at) if fault_at is not None else {}),
     )
+
+
+def _restarts(events: list[Event]) -> int | None:
+    """The last attempt: the largest a rank's event carries, or a launcher's restart line announced (ranks that
+    write no events of their own, or died at start-up, still restarted); None when neither shows one."""
+    attempts = [e["attempt"] for e in events if e["rank"] >= 0 or (e["event"] == names.RESTART and e["rank"] < 0)]
+    return max(attempts, default=None)
 
 
 def _last_round(events: list[Event]) -> dict[str, Any]:

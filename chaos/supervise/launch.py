@@ -4,7 +4,9 @@ A one-node run has one agent (ft_launcher or torchrun); a multi-node run one per
 a cluster job runs one per host (chaos/supervise/nodes.py). Every agent runs with ``start_new_session=True``
 and the run's marker (CHAOS_RUN_ID), which every worker inherits. An agent's output goes to its log
 (``launcher.log``, or ``launcher-<node>.log``); lines that show the launcher or NVRx's rank monitor acting on
-a fault become runner events, stamped as they arrive, and its restart lines move the attempt tracker. On the
+a fault become runner events, stamped as they arrive, and its restart lines move the attempt tracker. At each
+later round's start (an agent's rendezvous line) the processes of earlier rounds still alive are recorded with
+what they hold, and followed until each is gone (chaos/supervise/leftovers.py). On the
 deadline, Ctrl-C or any error every live agent's process group is killed; afterwards any process still
 carrying the marker is a leftover: it is reported (a failure of the run) and killed. With
 ``LaunchSpec.isolation`` the agents start inside the launch's namespaces (chaos/supervise/isolation.py: the
@@ -29,6 +31,7 @@ from chaos.supervise import deathsig
 from chaos.supervise.attempts import AttemptTracker
 from chaos.supervise.deadline import DeadlineClock
 from chaos.supervise.isolation import DATA_IF, Isolation, Room
+from chaos.supervise.leftovers import LeftoverWatch
 from chaos.supervise.procs import kill_run, marked_pids, stop_group
 from runlog.env import ATTEMPT_BASE_VAR, NODE_VAR, RUN_ID_VAR, node_name
 from runlog.layout import RunFolder
@@ -41,6 +44,7 @@ from runlog.records import (
     LauncherExit,
     LauncherLine,
     Leftover,
+    Record,
     Restart,
 )
 from trainer import nvrx_compat
@@ -130,6 +134,9 @@ class Launch:
         self.agents: list[Agent] = []
         self.room: Room | None = None
         self._lock = threading.Lock()
+        self._rounds: set[int] = set()
+        """The rounds whose start was checked for leftovers (each agent of a round prints its rendezvous line)."""
+        self.leftovers = LeftoverWatch(spec.run_id, RunFolder(spec.run_dir).checkpoints, self._write)
         self.clock = DeadlineClock(spec.deadline_s, spec.run_dir)
 
     def start(self, node: str | None, base: int) -> Agent:
@@ -172,6 +179,7 @@ class Launch:
     def wait(self) -> LaunchResult:
         spec, start = self.spec, time.monotonic()
         base = self.attempts.launcher()
+        self._rounds.add(base)  # a launch's first round: the last launch's processes were all killed at its end
         self.clock.launched(base, start)
         result = LaunchResult(exit_code=None)
         try:
@@ -197,6 +205,7 @@ class Launch:
             result.exit_code, result.counted_s = self.job_code(), self.clock.counted(time.monotonic())
             self.events.write(LauncherExit(result.exit_code))
             result.leftovers, result.isolation_left = self._reap()
+            self.leftovers.stop()
             self.on_tick()
         return result
 
@@ -228,9 +237,25 @@ class Launch:
             follow(agent.proc.stdout or (), log, lambda hit: self._launcher_line(agent, hit), lambda line: self._line(agent, line))
 
     def _line(self, agent: Agent, line: str) -> None:
-        round_ = self.attempts.next_round(agent.key) if NEXT_ROUND.search(line) else self.attempts.printing(agent.key)
+        if NEXT_ROUND.search(line):
+            round_ = self.attempts.next_round(agent.key)
+            self._round_starts(round_)
+        else:
+            round_ = self.attempts.printing(agent.key)
         if self.on_line is not None:
             self.on_line(line, round_)
+
+    def _round_starts(self, round_: int) -> None:
+        """A round's workers are about to start: record what earlier rounds left running (chaos/supervise/leftovers.py)."""
+        with self._lock:
+            if round_ in self._rounds:
+                return
+            self._rounds.add(round_)
+        self.leftovers.attempt_starts(round_)
+
+    def _write(self, record: Record) -> None:
+        with self._lock:
+            self.events.write(record)
 
     def _launcher_line(self, agent: Agent, hit: LauncherLine) -> None:
         with self._lock:

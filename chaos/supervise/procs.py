@@ -96,13 +96,14 @@ def worker_pids(run_id: str, ranks: list[int] | None = None, round_: int | None 
     """
     workers = {
         pid: int(env["RANK"]) for pid, env in marked_processes(run_id).items()
-        if env.get("RANK", "").isdigit() and (round_ is None or _round(env) == round_)
+        if env.get("RANK", "").isdigit() and (round_ is None or round_of(env) == round_)
     }
     chosen = {pid: rank for pid, rank in workers.items() if ranks is None or rank in ranks}
     return {pid: rank for pid, rank in chosen.items() if (_status(pid) or ("", 0))[1] not in chosen}
 
 
-def _round(env: dict[str, str]) -> int | None:
+def round_of(env: dict[str, str]) -> int | None:
+    """The launcher round a process of the run belongs to (a worker's, and its children's: they inherit it)."""
     try:
         return int(env.get(ATTEMPT_BASE_VAR, "0")) + int(env.get(RESTART_COUNT_VAR, "0"))
     except ValueError:
@@ -121,7 +122,7 @@ def node_ranks(run_id: str, node: str, round_: int) -> dict[int, int]:
     """The processes of the ranks on `node` of launcher round `round_` (with what they started), pid -> rank."""
     return {
         pid: int(env["RANK"]) for pid, env in marked_processes(run_id).items()
-        if env.get(NODE_VAR) == node and env.get("RANK", "").isdigit() and _round(env) == round_
+        if env.get(NODE_VAR) == node and env.get("RANK", "").isdigit() and round_of(env) == round_
     }
 
 

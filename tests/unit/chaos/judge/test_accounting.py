@@ -142,3 +142,76 @@ def test_the_trainers_own_rerun_error_injection_explains_its_exit(event):
               event("exit", 2.0, reason="rerun", code=17, error="transient error")]
     (failure,) = account(events, [], {"": ""}).failures
     assert failure.explained_by == "rerun_error_injection"
+
+
+# What ft_launcher printed when attempt 1's rank 0 died of the port attempt 0's DataLoader workers still held
+# (external_loader_hung; a launcher's error record, with no traceback of its own, came just before).
+HELD_LINE = "[2026-12-06 04:04:16,062] [ERROR] [ft_launcher18800@vm] failed (exitcode: 1) local_rank: 0 (pid: 18950) of binary: sh"
+HELD_LOG = f"""\
+[2026-12-06 04:04:13,512] [ERROR] [ft_launcher18800@vm] gpu_ib_map is empty. Disable NIC health check for local_rank: 0
+Traceback (most recent call last):
+  File "/work/tests/functional/standalone/loader_train.py", line 89, in <module>
+    main()
+  File "/venv/lib/python3.11/site-packages/torch/distributed/rendezvous.py", line 199, in _create_c10d_store
+    return TCPStore(
+torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. port: 31145, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use
+[W1206 04:04:13.079718467 socket.cpp:207] [c10d] The hostname of the client socket cannot be retrieved. err=-3
+{HELD_LINE}
+"""
+
+
+def _leftover(pid: int, ports: list[int]) -> dict:
+    return {"pid": pid, "name": "pt_data_worker", "attempt": 0, "rank": 0, "ports": ports, "files": [], "gpu_mib": None}
+
+
+def _killed_with_leftovers(event, ports: list[int], gone: bool = True) -> list[dict]:
+    """f0 SIGKILLs rank 0 of attempt 0; its two DataLoader workers hold `ports` when attempt 1 starts, whose
+    rank 0 dies at start-up of EADDRINUSE on 31145; the workers go 3.5 s after the kill."""
+    events = [
+        event("run_start", 0.5), event("step", 1.0, iteration=8, loss=1.0),
+        event("fault_injected", 2.0, rank=-1, fault="sigkill", fault_id="f0", target_rank=0),
+        event("worker_failed", 2.1, rank=-1, exitcode=-9, local_rank=0, line="failed (exitcode: -9) local_rank: 0"),
+        event("restart", 2.1, rank=-1, attempt=1, attempts_left=2),
+        event("leftovers_at_start", 2.2, rank=-1, attempt=1, processes=[_leftover(11, ports), _leftover(12, ports)]),
+        event("worker_failed", 4.0, rank=-1, attempt=1, exitcode=1, local_rank=0, line=HELD_LINE),
+        event("restart", 4.0, rank=-1, attempt=2, attempts_left=1),
+        event("step", 9.0, attempt=2, iteration=9, loss=1.0, observed=True),
+    ]
+    if gone:
+        events += [event("leftover_gone", 5.0, rank=-1, attempt=1, target=11), event("leftover_gone", 5.6, rank=-1, attempt=1, target=12)]
+    return events
+
+
+def test_a_start_up_death_on_a_port_an_earlier_attempts_leftovers_held_is_a_failed_recovery_naming_them(event):
+    accounting = account(_killed_with_leftovers(event, [31145, 37797]), [{**KILL, "rank": 0, "at_step": 8}], {"": HELD_LOG})
+    first, held = accounting.failures
+    assert (first.explained_by, first.recovery_of) == ("f0", False)
+    assert (held.attempt, held.rank, held.explained_by, held.recovery_of) == (1, 0, "f0", True)
+    assert held.cause.startswith("port 31145 held by 2 pt_data_worker processes of attempt 0 (left over 3.5 s after the kill): "
+                                 "torch.distributed.DistNetworkError: The server socket has failed to listen")
+    assert accounting.unexplained == ()
+
+
+def test_leftovers_on_another_port_or_none_at_all_leave_the_clash_unexplained(event):
+    other = account(_killed_with_leftovers(event, [29500]), [KILL], {"": HELD_LOG})
+    assert [f.attempt for f in other.unexplained] == [1] and "EADDRINUSE" in other.unexplained[0].cause
+    without = [e for e in _killed_with_leftovers(event, [31145]) if e["event"] != "leftovers_at_start"]
+    assert [f.attempt for f in account(without, [KILL], {"": HELD_LOG}).unexplained] == [1]
+
+
+def test_a_leftover_the_runner_saw_outlive_its_watch_is_said_so(event):
+    accounting = account(_killed_with_leftovers(event, [31145], gone=False), [KILL], {"": HELD_LOG})
+    assert "(still there when the runner stopped watching)" in accounting.failures[1].cause
+
+
+def test_a_held_checkpoint_file_or_gpu_memory_explains_a_failure_that_names_it(event):
+    """The other resources a leftover holds: a file its cause names, GPU memory when it died of a CUDA OOM."""
+    ckpt = "/runs/r/checkpoints/iter_5/rank0.pt"
+    holder = {**_leftover(11, []), "name": "python", "files": [ckpt], "gpu_mib": 30000}
+    base = [e for e in _killed_with_leftovers(event, []) if e["event"] != "leftovers_at_start" and (e["event"], e["attempt"]) != ("worker_failed", 1)]
+    for error, resource in [(f"PermissionError: [Errno 13] {ckpt} is locked", f"file {ckpt}"),
+                            ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "GPU memory")]:
+        events = [*base, event("leftovers_at_start", 2.2, rank=-1, attempt=1, processes=[holder]),
+                  event("run_start", 3.0, attempt=1, rank=1), event("exit", 3.5, attempt=1, reason="error", code=1, error=error)]
+        (failure,) = [f for f in account(events, [KILL], {"": ""}).failures if f.attempt == 1]
+        assert failure.recovery_of and failure.cause == f"{resource} held by 1 python process of attempt 0 (left over 2.9 s after the kill): {error}"

@@ -261,3 +261,12 @@ def test_learned_timeouts_are_those_the_last_attempt_started_with(event):
     assert compute_metrics(events).learned_timeouts_used is True
     assert compute_metrics(events[:2]).learned_timeouts_used is False, "attempt 0's first report: configured"
     assert compute_metrics([event("step", 1.0, iteration=1, loss=1.0)]).learned_timeouts_used is None
+
+
+def test_restarts_are_the_launchers_when_the_ranks_wrote_no_event_of_their_own():
+    """A command whose attempts died at start-up (a port its last attempt's leftovers held) printed no step:
+    its launcher's restart lines still count (they carry the attempt they start)."""
+    events = [ev("launch", 0.0, rank=-1), ev("restart", 1.0, rank=-1, attempt=1), ev("restart", 2.0, rank=-1, attempt=2),
+              ev("launcher_exit", 3.0, rank=-1, attempt=2, code=1)]
+    assert compute_metrics(events).restarts == 2
+    assert compute_metrics([*events, ev("step", 2.5, attempt=3, iteration=1, loss=1.0)]).restarts == 3
