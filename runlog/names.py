@@ -39,6 +39,7 @@ LEFTOVER = "leftover"
 OOM_KILL = "oom_kill"
 UNEXPLAINED_FAILURE = "unexplained_failure"
 FAULT_NEVER_DUE = "fault_never_due"
+CULPRIT_CLAIM = "culprit_claim"
 
 # Written for a job submitted to Slurm (chaos/supervise/slurm*.py; docs/events.md, "A Slurm job's events").
 SUBMIT = "submit"
