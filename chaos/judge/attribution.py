@@ -169,20 +169,23 @@ def right_decision(fault: Event) -> str | None:
 
 
 def _decision(fault: Event, events: list[Event]) -> Decision | None:
+    """The launcher's next act after the fault (a restart, or its exit), or an in-process restart; the
+    trainer's exit 16 or 17 before it is its request, which the launcher may follow or not (ft_launcher
+    restarts on any failure: Megatron-LM #5281)."""
     right = right_decision(fault)
     if right is None:
         return None
-    after = [e for e in events if e["mono"] >= fault["mono"] - CLAIM_SLACK_S]
-    for e in after:
-        if e["event"] == names.RESTART:
-            return Decision(right, RESTART, "the launcher restarted the workers")
-        if e["event"] == names.INPROCESS_START and e.get("inprocess_iteration", 0) > 0:
+    asked = ""
+    for e in (e for e in events if e["mono"] >= fault["mono"] - CLAIM_SLACK_S):
+        if e["event"] == names.EXIT and e.get("code") in (16, 17) and e["rank"] == 0:
+            asked = f" after the trainer's exit {e['code']} ({e.get('diagnosis') or e.get('reason')})"
+        elif e["event"] == names.RESTART:
+            return Decision(right, RESTART, f"the launcher restarted the workers{asked}")
+        elif e["event"] == names.INPROCESS_START and e.get("inprocess_iteration", 0) > 0:
             return Decision(right, RESTART, "NVRx's in-process restart re-entered the training function")
-        if e["event"] == names.EXIT and e.get("code") in (16, 17):
-            return Decision(right, NO_RESTART, f"the trainer exited {e['code']} ({e.get('diagnosis') or e.get('reason')})")
-        if e["event"] == names.LAUNCHER_EXIT:
+        elif e["event"] == names.LAUNCHER_EXIT:
             code = e.get("code")
-            how = "training went on to the end" if code == 0 else f"the launcher stopped (exit {code})"
+            how = "training went on to the end" if code == 0 and not asked else f"the launcher stopped (exit {code}){asked}"
             return Decision(right, NO_RESTART, how)
     return Decision(right, None, "no decision seen")
 
@@ -224,11 +227,11 @@ def culprit_verdict(wanted: ExpectedCulprit, attributions: list[FaultAttribution
         passed = bool(cause_ok) and not any(o.outcome in (WRONG, MIXED) for o in outcomes)
     target = " on ".join(([f"rank {rank}"] if rank is not None else []) + ([f"node {node}"] if node else [])) or "the fault"
     cause = f" as {wanted.cause}" if wanted.cause else ""
-    who = f"each of {', '.join(sources)}" if wanted.sources else "a source, and none another"
     observed = "; ".join(
         f"{o.source}: {o.outcome}" + (f" ({', '.join(o.named)}; {', '.join(o.causes)})" if o.named else "") for o in outcomes
     ) or "no source armed"
-    return Verdict("culprit", f"{who} names {target}{cause}", observed, passed)
+    expected = f"each of {', '.join(sources)} names {target}{cause}" if wanted.sources else f"a source names {target}{cause}, none another"
+    return Verdict("culprit", expected, observed, passed)
 
 
 def restart_verdict(wanted: bool, attributions: list[FaultAttribution]) -> Verdict:

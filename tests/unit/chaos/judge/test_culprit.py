@@ -78,6 +78,7 @@ def test_the_rerun_state_machine_names_the_flagged_rank_then_its_persistence_on_
         event("rerun", 1.1, state="rerunning_in_place", diagnosis=None, flagged=[1], check="nan", message="rerunning"),
         event("rerun", 1.2, state="will_rerun_from_checkpoint", diagnosis="reproducible", flagged=[1], check="nan", message="m"),
         event("exit", 1.3, reason="rerun", code=16, diagnosis="reproducible"),
+        event("launcher_exit", 1.5, rank=-1, code=1),
         event("run_start", 2.0, attempt=1, rank=1, node="b"),
         event("rerun", 2.5, attempt=1, state="stopped", diagnosis="persistent_error", flagged=[], check="nan", message="m"),
     ]
@@ -86,6 +87,19 @@ def test_the_rerun_state_machine_names_the_flagged_rank_then_its_persistence_on_
     (a,) = _judged(events)
     assert [s.outcome for s in a.sources] == [RIGHT]
     assert a.decision is not None and (a.decision.observed, a.decision.right) == (NO_RESTART, NO_RESTART)
+    assert a.decision.how == "the launcher stopped (exit 1) after the trainer's exit 16 (reproducible)"
+
+
+def test_exit_16_that_the_launcher_answers_with_a_restart_on_the_same_node_is_the_wrong_call(event):
+    """nan_persistent_same_node: the trainer asks to resume elsewhere, ft_launcher restarts it in place."""
+    events = [
+        event("fault_injected", 1.0, rank=0, node="a", fault="nan_loss", fault_id="f0", target_rank=0, persistence="persistent"),
+        event("exit", 1.3, reason="rerun", code=16, diagnosis="reproducible"),
+        event("restart", 1.5, rank=-1, attempt=1, attempts_left=1),
+    ]
+    (a,) = attribute(events, [], ())
+    assert a.decision is not None and (a.decision.observed, a.decision.right, a.decision.agrees) == (RESTART, NO_RESTART, False)
+    assert not attribution.restart_verdict(True, [a]).passed and attribution.restart_verdict(False, [a]).passed
 
 
 def test_a_node_fault_is_named_by_a_claim_of_a_rank_on_that_node(event):
