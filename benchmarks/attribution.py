@@ -25,13 +25,14 @@ from pathlib import Path
 from benchmarks.catalogue import run_folders
 from benchmarks.points import PROJECT_ROOT
 from benchmarks.report import markdown_table
+from chaos.faults.plan import plan_records
 from chaos.judge.attribution import MIXED, RIGHT, SILENT, WRONG, FaultAttribution, armed_sources, attribute
 from chaos.judge.culprit import claims
 from chaos.judge.run import scenario_of
 from chaos.schema.loader import load_scenario
 from chaos.schema.scenario import ScenarioError
 from runlog import names
-from runlog.layout import RunFolderError
+from runlog.layout import RunFolder, RunFolderError
 from runlog.reader import read_events
 
 CASES = (
@@ -57,12 +58,13 @@ def judge_run(run_dir: Path) -> JudgedRun | None:
     try:
         scenario = scenario_of(run_dir)
         events = [e for e in read_events(run_dir) if e["event"] != names.CULPRIT_CLAIM]
+        plan = plan_records(RunFolder(run_dir).plan) if RunFolder(run_dir).plan.is_file() else []
     except (RunFolderError, ScenarioError, OSError):
         return None
     found = [{**c.fields(), "event": names.CULPRIT_CLAIM, "rank": -1, "wall": wall, "mono": mono}
              for c, wall, mono in claims(events, run_dir)]
     armed = armed_sources(events, dict(scenario.trainer), scenario.launcher, scenario.flight_recorder, scenario.command is not None)
-    return JudgedRun(scenario.name, run_dir, attribute(events, found, armed))
+    return JudgedRun(scenario.name, run_dir, attribute(events, found, armed, plan))
 
 
 def table(runs: list[JudgedRun]) -> list[Row]:

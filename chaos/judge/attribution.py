@@ -113,9 +113,12 @@ def armed_sources(events: list[Event], trainer: dict[str, Any], launcher: str, f
     return tuple(s for s in SOURCES if armed[s])
 
 
-def attribute(events: list[Event], claims: list[Event], armed: tuple[str, ...]) -> list[FaultAttribution]:
-    """Each targeted fault (its first ``fault_injected``) against the claims made from it on."""
-    faults = _targeted_faults(events)
+def attribute(events: list[Event], claims: list[Event], armed: tuple[str, ...],
+              plan: list[dict[str, Any]] | None = None) -> list[FaultAttribution]:
+    """Each targeted fault (its first ``fault_injected``) against the claims made from it on; ``plan``: the
+    run's plan records (plan.json), whose fields a fault's event may not repeat (nan_loss's persistence)."""
+    planned = {r.get("fault_id"): r for r in plan or []}
+    faults = [{**planned.get(f["fault_id"], {}), **f} for f in _targeted_faults(events)]
     nodes = {(e["attempt"], e["rank"]): e["node"] for e in events if e["rank"] >= 0 and e.get("node") and not e.get("observed")}
     out = []
     for i, fault in enumerate(faults):

@@ -125,11 +125,11 @@ def _score(by_rank: Any, rank: int) -> str:
 def _rerun(events: list[Event], nodes: dict[tuple[int, int], str]) -> Iterable[tuple[CulpritClaim, float, float]]:
     """A flagged rank is a claim when first flagged; a diagnosis names the flagged ranks again (those of the
     decision itself, else the last ones flagged: resumed elsewhere, nothing is flagged) with its persistence."""
+    reruns = [e for e in events if e["event"] == names.RERUN]
+    checks = {(e["attempt"], e.get("iteration")): _RERUN_CAUSE.get(e["check"], NAN) for e in reruns if e.get("check")}
     suspects: list[tuple[int, str | None, str]] = []
-    for e in events:
-        if e["event"] != names.RERUN:
-            continue
-        cause = _RERUN_CAUSE.get(e.get("check") or "", NAN)
+    for e in reruns:
+        cause = checks.get((e["attempt"], e.get("iteration")), NAN)  # only the flagged rank knows its check
         flagged = [(int(r), _node(nodes, e["attempt"], int(r)), cause) for r in e.get("flagged") or []]
         persistence = _PERSISTENCE.get(e.get("diagnosis") or "")
         for rank, node, why in flagged or (suspects if persistence else []):

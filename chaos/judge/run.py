@@ -82,7 +82,7 @@ def judge_folder(
     claims = record_claims(run_dir, culprit_claims(events, run_dir, notes))
     events = sorted(events + claims, key=lambda e: e["mono"])
     armed = armed_sources(events, dict(scenario.trainer), scenario.launcher, scenario.flight_recorder, scenario.command is not None)
-    attributions = attribute(events, claims, armed)
+    attributions = attribute(events, claims, armed, plan)
     timeline, metrics = build_timeline(events), compute_metrics(events)
     wanted = scenario.expect.baseline
     baseline_check = None

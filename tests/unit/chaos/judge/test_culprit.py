@@ -93,11 +93,13 @@ def test_the_rerun_state_machine_names_the_flagged_rank_then_its_persistence_on_
 def test_exit_16_that_the_launcher_answers_with_a_restart_on_the_same_node_is_the_wrong_call(event):
     """nan_persistent_same_node: the trainer asks to resume elsewhere, ft_launcher restarts it in place."""
     events = [
-        event("fault_injected", 1.0, rank=0, node="a", fault="nan_loss", fault_id="f0", target_rank=0, persistence="persistent"),
+        event("fault_injected", 1.0, rank=0, node="a", fault="nan_loss", fault_id="f0", target_rank=0),
         event("exit", 1.3, reason="rerun", code=16, diagnosis="reproducible"),
         event("restart", 1.5, rank=-1, attempt=1, attempts_left=1),
     ]
-    (a,) = attribute(events, [], ())
+    (transient,) = attribute(events, [], ())  # the event alone does not say it is persistent: the plan does
+    assert transient.decision is not None and transient.decision.right == RESTART
+    (a,) = attribute(events, [], (), plan=[{"fault_id": "f0", "type": "nan_loss", "persistence": "persistent"}])
     assert a.decision is not None and (a.decision.observed, a.decision.right, a.decision.agrees) == (RESTART, NO_RESTART, False)
     assert not attribution.restart_verdict(True, [a]).passed and attribution.restart_verdict(False, [a]).passed
 
@@ -155,3 +157,13 @@ def test_the_schema_knows_every_source_and_cause_the_judge_knows():
     assert typing.get_args(CulpritCause) == attribution.EXPECTED_CAUSES
     with pytest.raises(ValueError, match="a culprit needs rank, node or cause"):
         Expect.model_validate({"culprit": {}})
+
+
+def test_a_rerun_decision_on_a_rank_whose_own_check_passed_takes_the_flagged_ranks_check(event):
+    """Every rank writes the decision; only the flagged rank knows which check failed (spiky_loss's rank 1
+    writes check null): the claim is a spike either way, never a NaN by default."""
+    events = [
+        event("rerun", 1.0, rank=0, state="rerunning_in_place", diagnosis=None, iteration=105, flagged=[0], check="spiky"),
+        event("rerun", 1.0, rank=1, state="rerunning_in_place", diagnosis=None, iteration=105, flagged=[0], check=None),
+    ]
+    assert {c.cause for c, _, _ in culprit.claims(events)} == {"spike"}
