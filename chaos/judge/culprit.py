@@ -96,7 +96,8 @@ def _rank_monitor(events: list[Event], nodes: dict[tuple[int, int], str]) -> Ite
     for e in events:
         if e["event"] != names.FT_TIMEOUT:
             continue
-        m = _MONITOR.search(e.get("line", ""))
+        line = e.get("line")
+        m = _MONITOR.search(line) if isinstance(line, str) else None  # a log read afterwards keeps its line number
         if m is None:
             continue
         rank, what = int(m["rank"]), m["what"].strip()

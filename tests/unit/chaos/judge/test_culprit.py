@@ -167,3 +167,15 @@ def test_a_rerun_decision_on_a_rank_whose_own_check_passed_takes_the_flagged_ran
         event("rerun", 1.0, rank=1, state="rerunning_in_place", diagnosis=None, iteration=105, flagged=[0], check=None),
     ]
     assert {c.cause for c, _, _ in culprit.claims(events)} == {"spike"}
+
+
+def test_megatron_lms_own_rerun_lines_name_the_rank_through_the_adapter():
+    """A real Megatron-LM run (tests/data/megatron/rerun_transient: NaN injected on rank 0 of one GPU):
+    the adapter's rerun events become the rerun source's claims, the diagnosis with its persistence."""
+    from pathlib import Path
+
+    from chaos.adapters.megatron import parse_text, to_events
+
+    log = Path(__file__).resolve().parents[3] / "data" / "megatron" / "rerun_transient" / "output.log"
+    found = [(c.source, c.culprit_rank, c.cause, c.persistence) for c, _, _ in culprit.claims(to_events(parse_text(log.read_text())))]
+    assert found == [("rerun", 0, "nan", None), ("rerun", 0, "nan", "transient")]
