@@ -112,8 +112,8 @@ def launch_missing(root: Path, log: Callable[[str], None] = print) -> None:
             continue
         done = subprocess.run([sys.executable, "-m", "chaos", "run", str(path), "--out", str(root)],
                               capture_output=True, text=True, check=False)
-        last = (done.stdout.strip().splitlines() or [""])[0]
-        log(f"attribution: ran {name}: exit {done.returncode} ({last})")
+        status = next((line for line in done.stdout.splitlines() if line.startswith(f"{name}: ")), done.stderr.strip()[-200:])
+        log(f"attribution: ran {name}: exit {done.returncode} ({status})")
 
 
 def main(argv: list[str] | None = None) -> int:

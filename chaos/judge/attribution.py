@@ -134,10 +134,16 @@ def attribute(events: list[Event], claims: list[Event], armed: tuple[str, ...],
     return out
 
 
+NOT_FAILURES = frozenset({"node_rejoin", "sigterm", "slurm_requeue", "slurm_kill_step"})
+"""Faults with a target that break nothing to blame: a node coming back, a preemption's notice, a scheduler's act."""
+
+
 def _targeted_faults(events: list[Event]) -> list[Event]:
     first: dict[str, Event] = {}
     for e in events:
-        if e["event"] == names.FAULT_INJECTED and (e.get("target_rank") is not None or e.get("target_node")):
+        if e["event"] != names.FAULT_INJECTED or e["fault"] in NOT_FAILURES:
+            continue
+        if e.get("target_rank") is not None or e.get("target_node"):
             first.setdefault(e["fault_id"], e)
     return sorted(first.values(), key=lambda e: e["mono"])
 

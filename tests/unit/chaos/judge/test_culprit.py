@@ -179,3 +179,15 @@ def test_megatron_lms_own_rerun_lines_name_the_rank_through_the_adapter():
     log = Path(__file__).resolve().parents[3] / "data" / "megatron" / "rerun_transient" / "output.log"
     found = [(c.source, c.culprit_rank, c.cause, c.persistence) for c, _, _ in culprit.claims(to_events(parse_text(log.read_text())))]
     assert found == [("rerun", 0, "nan", None), ("rerun", 0, "nan", "transient")]
+
+
+def test_a_node_rejoining_is_no_fault_to_blame_and_does_not_cut_the_lost_nodes_window(event):
+    events = [
+        event("run_start", 0.5, rank=1, node="node1"),
+        event("ft_timeouts", 0.6, heartbeat={}, sections={}, calculated=False),
+        event("fault_injected", 2.0, rank=-1, fault="node_killed", fault_id="f0", target_rank=None, target_node="node1"),
+        event("fault_injected", 3.0, rank=-1, fault="node_rejoin", fault_id="f1", target_rank=None, target_node="node1"),
+        event("ft_timeout", 5.0, rank=-1, node="node1", line=HB1),
+    ]
+    (a,) = _judged(events)
+    assert (a.fault, a.sources[0].outcome) == ("node_killed", RIGHT)
