@@ -38,10 +38,11 @@ from runlog.reader import read_events
 CASES = (
     "rank_hung", "rank_hung_sections", "collective_hang", "collective_hang_flight_recorder", "rank_killed",
     "straggler_report", "nan_transient", "nan_persistent", "nan_persistent_same_node", "spiky_loss",
-    "node_killed_2x1", "network_partition_2x1", "node_hung_2x1",
+    "node_killed_2x1", "network_partition_2x1", "node_hung_2x1", "disk_full_during_save",
 )
 """The catalogue's scenarios whose faults a CPU source speaks to: a hang, a hang in a collective (with and
-without the Flight Recorder), a kill, a straggler, NaN and spikes, a lost, partitioned or hung node."""
+without the Flight Recorder), a kill, a straggler, NaN and spikes, a lost, partitioned or hung node; and a
+full disk, which has no culprit to name, for its restart decision."""
 OUTCOMES = (RIGHT, WRONG, MIXED, SILENT)
 Row = dict[str, object]
 

@@ -76,10 +76,8 @@ class Decision:
     right: str
     observed: str | None
     how: str
-
-    @property
-    def agrees(self) -> bool | None:
-        return None if self.observed is None else self.observed == self.right
+    agrees: bool | None
+    """None when no decision was seen."""
 
 
 @dataclass(frozen=True)
@@ -118,15 +116,18 @@ def attribute(events: list[Event], claims: list[Event], armed: tuple[str, ...],
     """Each targeted fault (its first ``fault_injected``) against the claims made from it on; ``plan``: the
     run's plan records (plan.json), whose fields a fault's event may not repeat (nan_loss's persistence)."""
     planned = {r.get("fault_id"): r for r in plan or []}
-    faults = [{**planned.get(f["fault_id"], {}), **f} for f in _targeted_faults(events)]
+    faults = [{**planned.get(f["fault_id"], {}), **f} for f in _first_faults(events)]
+    targeted = [f for f in faults if f.get("target_rank") is not None or f.get("target_node")]
     nodes = {(e["attempt"], e["rank"]): e["node"] for e in events if e["rank"] >= 0 and e.get("node") and not e.get("observed")}
     out = []
-    for i, fault in enumerate(faults):
-        end = faults[i + 1]["mono"] if i + 1 < len(faults) else float("inf")
-        window = [c for c in claims if fault["mono"] - CLAIM_SLACK_S <= c["mono"] < end]
+    for fault in (f for f in faults if f in targeted or right_decision(f) is not None):
+        later = [f["mono"] for f in targeted if f["mono"] > fault["mono"]]
+        window = [c for c in claims if fault["mono"] - CLAIM_SLACK_S <= c["mono"] < min(later, default=float("inf"))]
         node = fault.get("target_node") or (fault.get("node") if fault["rank"] >= 0 else nodes.get((fault["attempt"], fault.get("target_rank"))))
-        target = (fault.get("target_rank"), node)
-        outcomes = tuple(_outcome(s, [c for c in window if c["source"] == s], target, fault, nodes) for s in armed)
+        target = (fault.get("target_rank"), node if fault in targeted else None)
+        outcomes = () if fault not in targeted else tuple(
+            _outcome(s, [c for c in window if c["source"] == s], target, fault, nodes) for s in armed
+        )
         out.append(FaultAttribution(
             fault["fault"], fault["fault_id"], target[0], target[1], FAULT_CAUSE.get(fault["fault"]), fault["attempt"],
             outcomes, _decision(fault, events), fault["mono"],
@@ -138,12 +139,11 @@ NOT_FAILURES = frozenset({"node_rejoin", "sigterm", "slurm_requeue", "slurm_kill
 """Faults with a target that break nothing to blame: a node coming back, a preemption's notice, a scheduler's act."""
 
 
-def _targeted_faults(events: list[Event]) -> list[Event]:
+def _first_faults(events: list[Event]) -> list[Event]:
+    """Each fault's first ``fault_injected``, in time order (a persistent fault fires again and again)."""
     first: dict[str, Event] = {}
     for e in events:
-        if e["event"] != names.FAULT_INJECTED or e["fault"] in NOT_FAILURES:
-            continue
-        if e.get("target_rank") is not None or e.get("target_node"):
+        if e["event"] == names.FAULT_INJECTED and e["fault"] not in NOT_FAILURES:
             first.setdefault(e["fault_id"], e)
     return sorted(first.values(), key=lambda e: e["mono"])
 
@@ -180,33 +180,40 @@ def right_decision(fault: Event) -> str | None:
 def _decision(fault: Event, events: list[Event]) -> Decision | None:
     """The launcher's next act after the fault (a restart, or its exit), or an in-process restart; the
     trainer's exit 16 or 17 before it is its request, which the launcher may follow or not (ft_launcher
-    restarts on any failure: Megatron-LM #5281)."""
+    restarts on any failure: Megatron-LM #5281). A full disk wants no restart until it is cleared: one after
+    its ``duration_s`` is right."""
     right = right_decision(fault)
     if right is None:
         return None
+    cleared = fault["mono"] + fault["duration_s"] if fault["fault"] == "disk_full" and fault.get("duration_s") is not None else None
+    right = f"{right} until cleared" if cleared is not None else right
     asked = ""
     for e in (e for e in events if e["mono"] >= fault["mono"] - CLAIM_SLACK_S):
         if e["event"] == names.EXIT and e.get("code") in (16, 17) and e["rank"] == 0:
             asked = f" after the trainer's exit {e['code']} ({e.get('diagnosis') or e.get('reason')})"
-        elif e["event"] == names.RESTART:
-            return Decision(right, RESTART, f"the launcher restarted the workers{asked}")
-        elif e["event"] == names.INPROCESS_START and e.get("inprocess_iteration", 0) > 0:
-            return Decision(right, RESTART, "NVRx's in-process restart re-entered the training function")
+        elif e["event"] in (names.RESTART, names.INPROCESS_START) and (e["event"] == names.RESTART or e.get("inprocess_iteration", 0) > 0):
+            who = "the launcher restarted the workers" if e["event"] == names.RESTART else "NVRx's in-process restart re-entered the training function"
+            if cleared is not None:
+                late = e["mono"] >= cleared
+                when = "after" if late else "before"
+                return Decision(right, RESTART, f"{who} {e['mono'] - fault['mono']:.1f} s after the fault, {when} the disk was cleared", late)
+            return Decision(right, RESTART, f"{who}{asked}", right == RESTART)
         elif e["event"] == names.LAUNCHER_EXIT:
             code = e.get("code")
             how = "training went on to the end" if code == 0 and not asked else f"the launcher stopped (exit {code}){asked}"
-            return Decision(right, NO_RESTART, how)
-    return Decision(right, None, "no decision seen")
+            return Decision(right, NO_RESTART, how, right.startswith(NO_RESTART))
+    return Decision(right, None, "no decision seen", None)
 
 
 def describe(a: FaultAttribution) -> list[str]:
     """The attribution of one fault as report lines."""
-    lines = [f"{a.fault} ({a.fault_id}) on {a.target()}: cause {a.cause or 'unclassified'}"]
+    on = f"on {a.target()}" if a.target_rank is not None or a.target_node else "(no target)"
+    lines = [f"{a.fault} ({a.fault_id}) {on}: cause {a.cause or 'unclassified'}"]
     for s in a.sources:
         first = f", first right claim after {s.first_right_s:.2f} s" if s.first_right_s is not None else ""
         named = f" (named {', '.join(s.named)}; cause {', '.join(s.causes)})" if s.named else ""
         lines.append(f"  {s.source}: {s.outcome}{named}{first}")
-    if not a.sources:
+    if not a.sources and (a.target_rank is not None or a.target_node):
         lines.append("  no source of claims was armed")
     if a.decision is not None:
         verdict = {True: "right", False: "WRONG", None: "not seen"}[a.decision.agrees]

@@ -191,3 +191,14 @@ def test_a_node_rejoining_is_no_fault_to_blame_and_does_not_cut_the_lost_nodes_w
     ]
     (a,) = _judged(events)
     assert (a.fault, a.sources[0].outcome) == ("node_killed", RIGHT)
+
+
+def test_a_restart_after_a_full_disk_was_cleared_is_right_and_one_before_is_wrong(event):
+    """disk_full_during_save: the filler goes `duration_s` after the fault; the disk has no target to blame."""
+    plan = [{"fault_id": "f0", "type": "disk_full", "duration_s": 2}]
+    for restart_at, right in ((5.0, True), (2.0, False)):
+        events = [event("fault_injected", 1.0, rank=-1, fault="disk_full", fault_id="f0", target_rank=None),
+                  event("restart", restart_at, rank=-1, attempt=1, attempts_left=2)]
+        (a,) = attribute(events, [], ("rank_monitor",), plan)
+        assert a.sources == () and a.decision is not None and a.decision.right == "no restart until cleared"
+        assert a.decision.agrees is right, a.decision.how
