@@ -9,9 +9,10 @@ for a node fault). Claims count from the fault up to the next targeted fault.
 
 The restart decision: a fault that a restart in place recovers from (a killed or hung rank, a lost node, a
 transient error) wants a restart; one that follows the job (a persistent NaN on the same node: requeue it
-elsewhere; a full disk: not until it is cleared) wants none. The stack's decision is the first after the fault:
-a restart (the launcher's, or an in-process one), or none (the trainer's exit 16/17, the launcher's stop, or
-training going on). Pure functions of the run's events and claims.
+elsewhere; a full disk: not until it is cleared) wants none; a fault with no target (a full disk) has its
+decision judged and no culprit. The stack's decision is its first act after the fault: a restart (the
+launcher's, or an in-process one), or none (the launcher's stop, or training going on); the trainer's exit
+16 or 17 is a request the launcher may ignore. Pure functions of the run's events, claims and plan.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from chaos.judge.culprit import (
     SPIKE,
     STRAGGLE,
     STRAGGLER,
+    rank_nodes,
 )
 from chaos.judge.verdicts import Verdict
 from chaos.schema.expect import Expect, ExpectedCulprit
@@ -92,6 +94,10 @@ class FaultAttribution:
     decision: Decision | None = None
     mono: float = field(default=0.0, compare=False)
 
+    @property
+    def targeted(self) -> bool:
+        return self.target_rank is not None or self.target_node is not None
+
     def target(self) -> str:
         parts = ([f"rank {self.target_rank}"] if self.target_rank is not None else []) + ([f"node {self.target_node}"] if self.target_node else [])
         return " on ".join(parts) or "none"
@@ -118,7 +124,7 @@ def attribute(events: list[Event], claims: list[Event], armed: tuple[str, ...],
     planned = {r.get("fault_id"): r for r in plan or []}
     faults = [{**planned.get(f["fault_id"], {}), **f} for f in _first_faults(events)]
     targeted = [f for f in faults if f.get("target_rank") is not None or f.get("target_node")]
-    nodes = {(e["attempt"], e["rank"]): e["node"] for e in events if e["rank"] >= 0 and e.get("node") and not e.get("observed")}
+    nodes = rank_nodes(events)
     out = []
     for fault in (f for f in faults if f in targeted or right_decision(f) is not None):
         later = [f["mono"] for f in targeted if f["mono"] > fault["mono"]]
@@ -207,13 +213,13 @@ def _decision(fault: Event, events: list[Event]) -> Decision | None:
 
 def describe(a: FaultAttribution) -> list[str]:
     """The attribution of one fault as report lines."""
-    on = f"on {a.target()}" if a.target_rank is not None or a.target_node else "(no target)"
+    on = f"on {a.target()}" if a.targeted else "(no target)"
     lines = [f"{a.fault} ({a.fault_id}) {on}: cause {a.cause or 'unclassified'}"]
     for s in a.sources:
         first = f", first right claim after {s.first_right_s:.2f} s" if s.first_right_s is not None else ""
         named = f" (named {', '.join(s.named)}; cause {', '.join(s.causes)})" if s.named else ""
         lines.append(f"  {s.source}: {s.outcome}{named}{first}")
-    if not a.sources and (a.target_rank is not None or a.target_node):
+    if not a.sources and a.targeted:
         lines.append("  no source of claims was armed")
     if a.decision is not None:
         verdict = {True: "right", False: "WRONG", None: "not seen"}[a.decision.agrees]
@@ -225,7 +231,7 @@ def culprit_verdict(wanted: ExpectedCulprit, attributions: list[FaultAttribution
                     armed: tuple[str, ...]) -> Verdict:
     """``expect.culprit``: the named sources (else any, with none naming another) name the expected culprit,
     from the first targeted fault on (the whole run without one)."""
-    first = attributions[0] if attributions else None
+    first = next((a for a in attributions if a.targeted), None)
     rank, node = wanted.rank, wanted.node
     if rank is None and node is None and first is not None:
         rank, node = first.target_rank, first.target_node

@@ -53,7 +53,7 @@ _PERSISTENCE = {"transient_error": "transient", "reproducible": "persistent", "p
 def claims(events: list[Event], run_dir: Path | None = None, notes: list[str] | None = None) -> list[tuple[CulpritClaim, float, float]]:
     """Every claim the run's sources made, each with when it was made (wall, mono), in time order. ``notes``
     gets why a source could not be read (the Flight Recorder's analyser failing on the dumps)."""
-    nodes = _rank_nodes(events)
+    nodes = rank_nodes(events)
     found = [*_rank_monitor(events, nodes), *_straggler(events, nodes), *_rerun(events, nodes)]
     if run_dir is not None:
         found += _flight_recorder(run_dir, events, nodes, notes if notes is not None else [])
@@ -79,7 +79,7 @@ def record_claims(run_dir: Path, found: list[tuple[CulpritClaim, float, float]])
         log.close()
 
 
-def _rank_nodes(events: Iterable[Event]) -> dict[tuple[int, int], str]:
+def rank_nodes(events: Iterable[Event]) -> dict[tuple[int, int], str]:
     """(attempt, rank) -> the node its events came from."""
     return {(e["attempt"], e["rank"]): e["node"] for e in events if e["rank"] >= 0 and e.get("node") and not e.get("observed")}
 
