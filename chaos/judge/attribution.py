@@ -149,8 +149,9 @@ def _first_faults(events: list[Event]) -> list[Event]:
     """Each fault's first ``fault_injected``, in time order (a persistent fault fires again and again)."""
     first: dict[str, Event] = {}
     for e in events:
-        if e["event"] == names.FAULT_INJECTED and e["fault"] not in NOT_FAILURES:
-            first.setdefault(e["fault_id"], e)
+        if e["event"] == names.FAULT_INJECTED and e.get("fault") not in (None, *NOT_FAILURES):
+            fault_id = e.get("fault_id") or f"{e['fault']}@{e['mono']}"  # a writer of another kind may leave it out
+            first.setdefault(fault_id, {**e, "fault_id": fault_id})
     return sorted(first.values(), key=lambda e: e["mono"])
 
 
