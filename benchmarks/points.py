@@ -72,8 +72,11 @@ def exception(inprocess: bool) -> Data:
 
 def steady(kind: str) -> Data:
     """A fault-free run for step times: plain torchrun, torchrun with an armed chaos plan whose fault
-    never fires (it belongs to restart round 3, which never comes), or ft_launcher with heartbeats."""
+    never fires (it belongs to restart round 3, which never comes), torchrun with PyTorch's Flight
+    Recorder recording every collective, or ft_launcher with heartbeats."""
     if kind == "nvrx":
         return scenario("steady-nvrx", iters=OVERHEAD_ITERS)
+    if kind == "flight_recorder":
+        return scenario("steady-flight_recorder", launcher="torchrun", iters=OVERHEAD_ITERS, flight_recorder=True)
     faults = [{"type": "rank_killed", "rank": 1, "at_step": 5, "attempt": 3}] if kind == "armed" else []
     return scenario(f"steady-{kind}", launcher="torchrun", iters=OVERHEAD_ITERS, faults=faults)

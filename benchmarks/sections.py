@@ -129,7 +129,7 @@ def overhead(runner: PointRunner, grid: Grid) -> list[Row]:
     if not grid.overhead:
         return []
     labels = {"plain": "torchrun, no chaos plan", "armed": "torchrun, chaos plan armed (never fires)",
-              "nvrx": "ft_launcher + NVRx heartbeats"}
+              "flight_recorder": "torchrun, Flight Recorder armed (2000 entries)", "nvrx": "ft_launcher + NVRx heartbeats"}
     runner.measure([points.steady(kind) for kind in labels])
     steps = {kind: median_of(runner.samples(points.steady(kind)), lambda s: measure.median_step_time(s.events)) for kind in labels}
     starts = {kind: median_of(runner.samples(points.steady(kind)), lambda s: _start_parts(s)["start_s"]) for kind in labels}

@@ -1,5 +1,6 @@
-"""The records the judge writes into a run's log (events/accounting.jsonl): its accounting of the run's
-failures (chaos/judge/accounting.py). Apart from runlog/records.py, whose records the run's own processes
+"""The records the judge writes into a run's log: its accounting of the run's failures
+(events/accounting.jsonl, chaos/judge/accounting.py) and the culprits the stack named (events/culprit.jsonl,
+chaos/judge/culprit.py). Apart from runlog/records.py, whose records the run's own processes
 write as it goes."""
 
 from __future__ import annotations
@@ -36,3 +37,24 @@ class FaultNeverDue(Record):
     reason: str
     attempt: int | None = optional()
     """The attempt the fault was planned for."""
+
+
+@dataclass(frozen=True)
+class CulpritClaim(Record):
+    """A part of the resiliency stack named a culprit: a rank, a node, or both, and a cause. Written by the
+    judge from the source's own words (a rank monitor's line, a straggler report, the rerun state machine,
+    torch's Flight Recorder analyser), stamped when the source said it."""
+
+    event = names.CULPRIT_CLAIM
+    source: str
+    """Who said it: ``rank_monitor``, ``flight_recorder``, ``straggler``, ``rerun`` (chaos/judge/culprit.py, SOURCES)."""
+    cause: str
+    """What it says went wrong: ``hang``, ``straggler``, ``nan``, ``spike`` (chaos/judge/culprit.py, CAUSES)."""
+    culprit_rank: int | None
+    culprit_node: str | None
+    detail: str
+    """The source's own evidence: the line, the scores, the collective never joined."""
+    persistence: str | None = optional()
+    """The rerun state machine's verdict on the fault: ``transient`` or ``persistent``."""
+    attempt: int | None = optional()
+    """The attempt the claim is about."""

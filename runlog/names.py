@@ -41,6 +41,7 @@ LEFTOVER_GONE = "leftover_gone"
 OOM_KILL = "oom_kill"
 UNEXPLAINED_FAILURE = "unexplained_failure"
 FAULT_NEVER_DUE = "fault_never_due"
+CULPRIT_CLAIM = "culprit_claim"
 
 # Written for a job submitted to Slurm (chaos/supervise/slurm*.py; docs/events.md, "A Slurm job's runner events").
 SUBMIT = "submit"

@@ -250,13 +250,14 @@ class DistConfig:
     distributed_backend: Literal["auto", "gloo", "nccl"] = "auto"
     """'auto': NCCL when CUDA is available, else gloo."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    distributed_timeout_minutes: int = 10
+    distributed_timeout_minutes: float = 10
+    """The process group's collective timeout (a fraction for seconds: gloo raises in the rank when it passes)."""
 
     def __post_init__(self) -> None:
         if self.distributed_backend == "nccl" and self.device == "cpu":
             raise ConfigError("dist.distributed_backend=nccl needs GPUs: set dist.device to cuda (or auto), or use gloo")
-        if self.distributed_timeout_minutes < 1:
-            raise ConfigError(f"dist.distributed_timeout_minutes: must be >= 1, got {self.distributed_timeout_minutes}")
+        if self.distributed_timeout_minutes <= 0:
+            raise ConfigError(f"dist.distributed_timeout_minutes: must be > 0, got {self.distributed_timeout_minutes:g}")
 
 
 _NVIDIA_DRIVER = ("/dev/nvidiactl", "/proc/driver/nvidia", "/dev/dxg")

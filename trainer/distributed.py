@@ -41,6 +41,11 @@ def _launcher() -> str:
     return "torchrun" if "TORCHELASTIC_RUN_ID" in os.environ else "single"
 
 
+START_TIMEOUT = timedelta(minutes=1)
+"""The least time ranks get to join the group: a collective timeout of seconds (a test's) is set once all have
+joined, since on a loaded machine a peer's start (``import torch``) alone can take that long."""
+
+
 def init_distributed(cfg: DistConfig, store: dist.Store | None = None) -> DistEnv:
     """Initialize the default process group from the launcher's environment (or a world of one).
 
@@ -62,15 +67,16 @@ def init_distributed(cfg: DistConfig, store: dist.Store | None = None) -> DistEn
     else:
         device = torch.device("cpu")
     backend = cfg.distributed_backend if cfg.distributed_backend != "auto" else ("nccl" if want_cuda else "gloo")
+    timeout = timedelta(minutes=cfg.distributed_timeout_minutes)
+    joining = max(timeout, START_TIMEOUT)
     if store is None and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
-        store = _attempt_store(timedelta(minutes=cfg.distributed_timeout_minutes))
+        store = _attempt_store(joining)
     elif store is None and STORE_PORT_VAR in os.environ:
         os.environ["MASTER_PORT"] = os.environ[STORE_PORT_VAR]
     on_store = {} if store is None else {"store": store, "rank": int(os.environ["RANK"]), "world_size": int(os.environ["WORLD_SIZE"])}
-    dist.init_process_group(
-        backend, timeout=timedelta(minutes=cfg.distributed_timeout_minutes), device_id=device if want_cuda else None,
-        **on_store,
-    )
+    dist.init_process_group(backend, timeout=joining, device_id=device if want_cuda else None, **on_store)
+    if timeout < joining:
+        dist.distributed_c10d._set_pg_timeout(timeout)
     return DistEnv(dist.get_rank(), dist.get_world_size(), local_rank, backend, device, _launcher())
 
 

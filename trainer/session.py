@@ -12,6 +12,7 @@ from torch.distributed.checkpoint.api import CheckpointException
 
 from runlog.log import EventLog
 from runlog.records import Exit, ExitOnError, RunStart
+from trainer import flight_recorder
 from trainer.checkpoint import CheckpointError, SaveFailed
 from trainer.components import Component
 from trainer.config import TrainerConfig
@@ -96,6 +97,7 @@ class TrainingSession:
             if self.inprocess is not None:
                 raise
             traceback.print_exc()
+            flight_recorder.dump_on_error(self.env.rank)
             self.events.write(ExitOnError("error", 1, self._iteration(), f"{type(e).__name__}: {e}"))
             return 1
         digest = self.trainer.save_final_weights() if reason == "completed" else None

@@ -88,6 +88,10 @@ def format_summary(journal: dict[str, Any]) -> str:
         message = v["message"].replace("\n", "\n       ")  # a failed baseline's log lines, under its verdict
         lines.append(f"  {'ok  ' if v['passed'] else 'FAIL'} {message}")
     lines += [f"  failed recovery from {f['explained_by']}: {_failure(f)}" for f in journal.get("failures", ()) if f.get("recovery_of")]
+    attribution = (journal.get("attribution") or {}).get("lines") or []
+    if attribution:
+        lines.append("  attribution (reported; judged only where expect.culprit or expect.restart_right asks):")
+        lines.extend(f"    {line}" for line in attribution)
     lines.append(f"  run folder: {journal['run_dir']}")
     if journal.get("picture"):
         lines.append(f"  picture:    {journal['picture']}")

@@ -13,6 +13,9 @@ from typing import Any
 
 from chaos.faults.plan import plan_records
 from chaos.judge.accounting import OWN_EVENTS, account, record_accounting
+from chaos.judge.attribution import armed_sources, attribute, attribution_record, attribution_verdicts
+from chaos.judge.culprit import claims as culprit_claims
+from chaos.judge.culprit import record_claims
 from chaos.judge.launcher_records import cycle_check, failed_health_check, progress_stop, restart_time_saved_s
 from chaos.judge.registry import breaks_run
 from chaos.judge.report import build_journal, format_summary, plot_timeline, write_journal
@@ -75,7 +78,13 @@ def judge_folder(
     events = read_events(run_dir)
     plan = plan_records(folder.plan) if folder.plan.is_file() else []
     accounting = account(events, plan, _logs(folder))
-    events = [e for e in events if e["event"] not in OWN_EVENTS] + record_accounting(run_dir, accounting, events)
+    events = [e for e in events if e["event"] not in OWN_EVENTS and e["event"] != names.CULPRIT_CLAIM]
+    events += record_accounting(run_dir, accounting, events)
+    notes: list[str] = []
+    claims = record_claims(run_dir, culprit_claims(events, run_dir, notes))
+    events = sorted(events + claims, key=lambda e: e["mono"])
+    armed = armed_sources(events, dict(scenario.trainer), scenario.launcher, scenario.flight_recorder, scenario.command is not None)
+    attributions = attribute(events, claims, armed, plan)
     timeline, metrics = build_timeline(events), launcher_metrics(compute_metrics(events), scenario, folder)
     wanted = scenario.expect.baseline
     baseline_check = None
@@ -86,6 +95,7 @@ def judge_folder(
     verdicts = harness_verdicts(events, scenario.deadline_s, scenario.expect, accounting)
     verdicts += judge(scenario.expect, metrics, baseline_check)
     verdicts += cycle_verdicts(scenario, folder, events)
+    verdicts += attribution_verdicts(scenario.expect, attributions, claims, armed)
     status = run_status(verdicts)
     if known_here(scenario) and status != BROKEN:
         known = known_failure_verdict(scenario.known_failure, verdicts, _output(folder))
@@ -97,6 +107,7 @@ def judge_folder(
         "seed": scenario.seed,
         "plan": plan,
         "failures": [asdict(f) for f in accounting.failures],
+        "attribution": attribution_record(attributions, armed, claims, notes),
         "launcher_log": str(folder.launcher_log),
         "picture": str(folder.picture),
     }

@@ -95,8 +95,9 @@ PitfallName = Literal[tuple(pitfalls.CARD)]  # type: ignore[valid-type]
 SignalName = Literal[tuple(s.name for s in signal.Signals)]  # type: ignore[valid-type]
 """A pitfall of the resiliency card (runlog/pitfalls.py)."""
 
-HARNESS_FIELDS = ("pitfalls", "killed_at_deadline", "failures_not_injected")
-"""Expectations the harness's own verdicts take (they are judged whether given or not)."""
+HARNESS_FIELDS = ("pitfalls", "killed_at_deadline", "failures_not_injected", "culprit", "restart_right")
+"""Expectations judged by the harness's own checks, not against a metric: the first three whether given or
+not, the attribution ones (chaos/judge/attribution.py) when given."""
 TIMEOUT_BOUNDED = ("time_to_detect_s", "time_to_detect_last_s")
 """Expectations whose limits may add ``timeouts``: the detections, which an FT heartbeat timeout bounds."""
 
@@ -109,6 +110,29 @@ class ExpectedFailure(Strict):
     name: str = Field(min_length=1)
     cause: str = Field(min_length=1)
     attempt: int | None = Field(default=None, ge=0)
+
+
+CulpritSource = Literal["rank_monitor", "flight_recorder", "straggler", "rerun"]
+"""A source of culprit claims (chaos/judge/culprit.py, SOURCES)."""
+CulpritCause = Literal["hang", "straggler", "nan", "spike", "crash", "disk", "network"]
+"""A claim's cause (chaos/judge/attribution.py, EXPECTED_CAUSES)."""
+
+
+class ExpectedCulprit(Strict):
+    """The culprit the stack must name: a rank, a node (a claim of one of its ranks counts), a cause, or
+    several. ``sources``: each of them must name it; left out, at least one source must, and none may name
+    another (a healthy rank or node blamed fails it either way)."""
+
+    rank: int | None = Field(default=None, ge=0)
+    node: str | None = Field(default=None, min_length=1)
+    cause: CulpritCause | None = None
+    sources: list[CulpritSource] | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _names_something(self) -> ExpectedCulprit:
+        if self.rank is None and self.node is None and self.cause is None:
+            raise ValueError("a culprit needs rank, node or cause")
+        return self
 
 
 class Expect(Strict):
@@ -196,6 +220,11 @@ class Expect(Strict):
     failures_not_injected: list[ExpectedFailure] | None = None
     """Failures no injected fault explains that the run must show, exactly (a harness verdict: left out, it
     wants none; chaos/judge/accounting.py)."""
+    culprit: ExpectedCulprit | None = None
+    """The culprit the stack must name, from its claims (chaos/judge/culprit.py): {rank: 1}, {node: node1}, {cause: hang}."""
+    restart_right: bool | None = None
+    """true: the stack's decision after every fault (restart in place, or not) is the one the fault wants
+    (chaos/judge/attribution.py); the decision is reported for every run whether asked or not."""
     baseline: BaselineSpec | None = None
 
     @model_validator(mode="before")

@@ -114,6 +114,7 @@ class Scenario(Strict):
     faults, rerun decisions and exits become observed events, so every metric applies."""
     needs: list[Literal["megatron-core", "megatron-bridge", "transformer-engine"]] = Field(default_factory=list)
     """Packages the run needs; where one is not installed the scenario is skipped with that reason."""
+    flight_recorder: bool = False  # arm torch's Flight Recorder in the ranks (chaos/adapters/flight_recorder.py)
     known_failure: KnownFailure | None = None
     """The recovery fails today for a reason outside the harness (expect.py, KnownFailure)."""
     faults: list[Fault] = Field(default_factory=list)

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from chaos.adapters import flight_recorder
 from chaos.errors import BadInput, NeverRan
 from chaos.faults.plan import PlannedFault, arming, write_plan
 from chaos.judge.baseline import BaselineFailed, cache_dir, cached_baseline, ensure_baseline
@@ -204,7 +205,7 @@ def execute(scenario: Scenario, run_dir: Path, seed: int, progress: Callable[[st
     sweep_claims()
     tmp_dir = make_tmp_dir()
     watchdog = Watchdog.start(run_dir.name, tmp_dir)  # the run's processes die with this process
-    env = {**child_env(tmp_dir), **machine.env}
+    env = {**child_env(tmp_dir), **machine.env, **(flight_recorder.arming_env(run_dir) if scenario.flight_recorder else {})}
     launch = partial(_launch, scenario, run_dir, overrides, plan, events, attempts, tick, steps)
     try:
         result = launch(env, scenario.deadline_s, {})

@@ -419,6 +419,7 @@ FOREIGN_OPTIONS = frozenset({
     "--calc-ft-timeouts", "--use-distributed-optimizer", "--rerun-mode", "--exit-interval", "--log-interval",
     "--enable-ft-package", "--transformer-impl",  # Megatron-LM
     "--durations", "--dist", "--deselect",  # pytest, pytest-xdist
+    "--allow-incomplete-ranks",  # torch's Flight Recorder analyser (fr_trace)
     "--term-timeout",  # NVRx's ft_launcher
     "--ft-",  # ft_launcher's options as a family (`--ft-*`)
 })

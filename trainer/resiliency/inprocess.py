@@ -122,8 +122,8 @@ def report_watchdog_pitfall(cfg: TrainerConfig, base: int) -> None:
         return
     rank = int(os.environ.get("RANK", "0"))
     detail = (
-        f"dist.distributed_timeout_minutes {cfg.dist.distributed_timeout_minutes} "
-        f"({cfg.dist.distributed_timeout_minutes * 60} s) <= inprocess_restart.hard_timeout {cfg.inprocess_restart.hard_timeout:g} s"
+        f"dist.distributed_timeout_minutes {cfg.dist.distributed_timeout_minutes:g} "
+        f"({cfg.dist.distributed_timeout_minutes * 60:g} s) <= inprocess_restart.hard_timeout {cfg.inprocess_restart.hard_timeout:g} s"
     )
     if rank == 0:
         log.warning("%s: %s", detail, pitfalls.CARD[pitfalls.NCCL_TIMEOUT_NOT_ABOVE_HARD_TIMEOUT])

@@ -150,7 +150,7 @@ HELD_LINE = "[2026-12-06 04:04:16,062] [ERROR] [ft_launcher18800@vm] failed (exi
 HELD_LOG = f"""\
 [2026-12-06 04:04:13,512] [ERROR] [ft_launcher18800@vm] gpu_ib_map is empty. Disable NIC health check for local_rank: 0
 Traceback (most recent call last):
-  File "/work/tests/functional/standalone/loader_train.py", line 89, in <module>
+  File "/repo/tests/functional/standalone/loader_train.py", line 89, in <module>
     main()
   File "/venv/lib/python3.11/site-packages/torch/distributed/rendezvous.py", line 199, in _create_c10d_store
     return TCPStore(
