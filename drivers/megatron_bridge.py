@@ -18,6 +18,7 @@ Two things a run_recipe.py user gets from a full NeMo container, which this driv
   ``ft.enable_ft_package=true`` works on ``vanilla_gpt_pretrain_config``.
 - Without Transformer Engine (the lent GPU machines have none), Bridge has no automatic fallback:
   the model gets Bridge's ``local_layer_spec`` and ``masked_softmax_fusion=False``, and a line says so.
+- Without APEX, gradient accumulation fusion off (``no_wgrad_fusion_without_apex``), and a line says so.
 
 ``--chaos-plan {run_dir}/plan.json`` (a scenario's command names it) arms the harness's faults that strike
 inside a rank before an iteration (``gpu_oom``): Bridge's forward step is wrapped so that the plan's faults of
@@ -83,12 +84,27 @@ def use_local_spec_without_te(cfg) -> None:
     print("drivers/megatron_bridge.py: Transformer Engine is not installed: model uses local_layer_spec", flush=True)
 
 
+def no_wgrad_fusion_without_apex(cfg) -> None:
+    """Gradient accumulation fusion off where APEX's fused_weight_gradient_mlp_cuda is missing.
+
+    Bridge 0.6.2 turns it on whenever TE imports (``fusions.can_enable_gradient_accumulation_fusion``), but
+    GPT's output layer is Megatron-Core's ColumnParallelLinear, which needs APEX's kernel for it: with TE and
+    without APEX the first step raises "... fused_weight_gradient_mlp_cuda module is not found" (1x H100,
+    2026-12-06; bridge_te_wgrad_fusion_without_apex keeps it as a known failure). An override that sets
+    ``model.gradient_accumulation_fusion`` wins (overrides come after)."""
+    if importlib.util.find_spec("fused_weight_gradient_mlp_cuda") is not None or not cfg.model.gradient_accumulation_fusion:
+        return
+    cfg.model.gradient_accumulation_fusion = False
+    print("drivers/megatron_bridge.py: APEX's fused_weight_gradient_mlp_cuda is not installed: gradient_accumulation_fusion off", flush=True)
+
+
 def build_config(recipe: str, overrides: list[str]):
-    """The recipe with the TE fallback, the named sections and the overrides applied."""
+    """The recipe with the TE and APEX fallbacks, the named sections and the overrides applied."""
     from megatron.bridge.training.utils.omegaconf_utils import process_config_with_overrides
 
     cfg = load_recipe(recipe)
     use_local_spec_without_te(cfg)
+    no_wgrad_fusion_without_apex(cfg)
     add_named_sections(cfg, overrides)
     cfg = process_config_with_overrides(cfg, cli_overrides=overrides or None)
     if cfg.dataset is not None and getattr(cfg.dataset, "seq_length", None) is not None:

@@ -83,7 +83,11 @@ else
   workers=${GPU_SUITE_WORKERS:-$(( gpus == 1 ? 20 : 8 ))}
   log "pytest: the catalogue and tests/gpu on $gpus GPU(s), $workers at a time"
 fi
-python3 -m pytest "${tests[@]}" -n "$workers" --dist worksteal -v -rA \
+# GPU_SUITE_TIMEOUT (seconds): interrupt pytest then (SIGINT), so that it still prints its failures and writes
+# junit.xml and summary.md for what ran, inside a device call's limit (a killed pytest writes neither).
+limit=()
+[[ -n ${GPU_SUITE_TIMEOUT:-} ]] && limit=(timeout -s INT -k 60 "$GPU_SUITE_TIMEOUT")
+"${limit[@]}" python3 -m pytest "${tests[@]}" -n "$workers" --dist worksteal -v -rA \
   --chaos-device="$device" --chaos-out="$out" --junitxml="$out/junit.xml" "$@"
 code=$?
 log "pytest exited $code"

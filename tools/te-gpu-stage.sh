@@ -35,6 +35,7 @@ status() {
 
 finish() {
   local small=${1:?usage: te-gpu-stage.sh finish SMALL_DIR SITE_DIR} site=${2:?usage: te-gpu-stage.sh finish SMALL_DIR SITE_DIR}
+  small=$(cd "$small" && pwd) || { say "no folder $small (carry .te/small)" >&2; exit 2; }
   local sums="$small/SHA256SUMS" core sp built
   [[ -f $sums ]] || { say "no $sums (carry .te/small)" >&2; exit 2; }
   core=$(head -1 "$sums" | awk '{print $2}')

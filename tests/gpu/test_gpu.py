@@ -1,5 +1,7 @@
 """GPU-only checks: NCCL/CUDA paths of the trainer. Skipped on CPU machines, with the reason."""
 
+import importlib.util
+
 import pytest
 import torch
 
@@ -37,22 +39,22 @@ def test_deterministic_mode_repeats_a_cuda_step_bit_for_bit() -> None:
     assert torch.equal(losses[0][1], losses[1][1])
 
 
+TE_INSTALLED = importlib.util.find_spec("transformer_engine") is not None
+"""Installed, not importable: an installed TE that fails to import (its libraries beside another cuDNN) fails
+the layers test with its error rather than skipping it (1x H100, 2026-12-06: both tests failed there)."""
+
+
+@pytest.mark.skipif(not TE_INSTALLED, reason="Transformer Engine is not installed here; model.impl=te needs it")
 def test_transformer_engine_layers_train_where_installed() -> None:
-    try:
-        import transformer_engine.pytorch  # noqa: F401
-    except (ImportError, RuntimeError) as e:
-        pytest.skip(f"Transformer Engine is not installed here ({type(e).__name__}); model.impl=te needs it")
+    import transformer_engine.pytorch  # noqa: F401
+
     cfg = load_config("tiny_cpu", None, ["dist.device=cuda", "model.impl=te"])
     model = GPT(cfg.model).cuda()
     x, y = _batch(cfg, "cuda")
     assert torch.isfinite(model(x, y))
 
 
+@pytest.mark.skipif(TE_INSTALLED, reason="Transformer Engine is installed here")
 def test_model_impl_te_without_transformer_engine_is_a_clear_error() -> None:
-    try:
-        import transformer_engine.pytorch  # noqa: F401
-        pytest.skip("Transformer Engine is installed here")
-    except (ImportError, RuntimeError):
-        pass
     with pytest.raises(ConfigError, match="Transformer Engine"):
         GPT(load_config("tiny_cpu", None, ["model.impl=te"]).model)
