@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from chaos.errors import BadInput
+from chaos.forecast.cli import add_parser as add_forecast
 from chaos.schema.loader import load_scenario, scenario_files
 from chaos.schema.scenario import Scenario, ScenarioError
 from runlog.layout import RunFolderError
@@ -298,6 +299,7 @@ def parser() -> argparse.ArgumentParser:
     ex.add_argument("--reruns", type=count(1), default=2, help="reruns of each found scenario file (default: 2)")
     ex.add_argument("--json", action="store_true", help="print the result as one JSON object (progress goes to stderr)")
     ex.set_defaults(func=cmd_explore)
+    add_forecast(sub)
     for sp in (run, ls):
         sp.add_argument("--scenario-dir", default=str(DEFAULT_SCENARIOS), help="where scenario files live")
     return p

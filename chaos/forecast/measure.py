@@ -1,0 +1,230 @@
+"""A cost profile from judged run folders: the judge's metrics (journal.json) and the run's own events.
+
+Per fault class the medians over the runs of that class: detection is the judge's time_to_detect_s; the
+checkpoint load is the later attempt's ``checkpoint_load`` seconds; the restart is what is left of the
+judge's time_to_recover_s (fault -> first step after the restart) once detection, the load and that first
+step are taken out. Runs are grouped by setting: respawn (ft_launcher, torchrun) against NVRx's in-process
+restart, sync against async saves; the base is respawn with sync saves, the others are alternatives.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+from chaos.forecast.profile import (
+    CLASS_OF_FAULT,
+    Alternative,
+    ClassCost,
+    FaultClass,
+    Profile,
+    SaveCost,
+    StartupPoint,
+)
+from chaos.judge.run import scenario_of
+from chaos.schema.scenario import Scenario
+from runlog import names
+from runlog.layout import RunFolder, RunFolderError
+from runlog.reader import read_events
+
+Event = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RunCosts:
+    """What one judged run measured."""
+
+    name: str
+    restart_mode: str
+    """respawn or inprocess."""
+    is_async: bool
+    save_interval: int | None
+    nodes: int
+    step_time_s: float | None
+    step_period_s: float | None
+    save_stalls: tuple[float, ...]
+    startup_s: float | None
+    fault_class: FaultClass | None
+    cost: dict[str, Any] = field(default_factory=dict)
+    """detect_s, restart_s, load_s, lost_steps, loses_progress, notes: where the run has a measured fault."""
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+def build_profile(run_dirs: Sequence[str | Path]) -> Profile:
+    """The profile of these judged run folders (RunFolderError, naming the folder, for one not judged)."""
+    runs = [measure_run(Path(d)) for d in run_dirs]
+    steps = [r.step_time_s for r in runs if r.step_time_s is not None]
+    periods = [r.step_period_s for r in runs if r.step_period_s is not None]
+    if not steps or not periods:
+        raise RunFolderError(f"{run_dirs[0]}: no run with two consecutive steps to measure the step time from")
+    step, period = statistics.median(steps), statistics.median(periods)
+    base = [r for r in runs if r.restart_mode == "respawn"] or runs
+    startup = statistics.median([r.startup_s for r in runs if r.startup_s is not None] or [0.0])
+    classes = _classes(base, startup)
+    alternatives: dict[str, Alternative] = {}
+    inprocess = _classes([r for r in runs if r.restart_mode == "inprocess"], startup)
+    if inprocess and base is not runs:
+        alternatives["inprocess_restart"] = Alternative(description="NVRx in-process restart (measured)", classes=inprocess)
+    sync_save = _save([r for r in runs if not r.is_async])
+    async_save = _save([r for r in runs if r.is_async])
+    if sync_save and async_save:
+        alternatives["async_save"] = Alternative(description="async checkpoint saves (measured)", save=async_save)
+    save = sync_save or async_save
+    if save is None:
+        raise RunFolderError(f"{run_dirs[0]}: no run saved a checkpoint between two steps; the save stall is unmeasured")
+    return Profile(
+        source="chaos forecast profile: " + ", ".join(sorted({r.name for r in runs})),
+        step_time_s=step,
+        step_overhead_s=max(0.0, period - step),
+        startup_s=startup,
+        startup_scaling=_scaling(runs),
+        save=save,
+        classes=classes,
+        settings={**base[0].settings, "runs": len(runs)},
+        alternatives=alternatives,
+    )
+
+
+def measure_run(run_dir: Path) -> RunCosts:
+    folder = RunFolder(run_dir)
+    if not folder.journal.is_file():
+        raise RunFolderError(f"{run_dir}: not a judged run folder (no journal.json): judge it first with chaos judge {run_dir}")
+    try:
+        journal = json.loads(folder.journal.read_text())
+        metrics = journal["metrics"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise RunFolderError(f"{folder.journal}: not a journal (JSON with metrics)") from None
+    scenario = scenario_of(run_dir)
+    events = read_events(run_dir)
+    steps = [e for e in events if e["event"] == names.STEP and e["rank"] == 0]
+    period = _step_period(steps, events)
+    types = [p.get("type") for p in journal.get("plan") or []]
+    fault_class = next((CLASS_OF_FAULT[t] for t in types if t in CLASS_OF_FAULT), None)
+    cfg = scenario.config
+    return RunCosts(
+        name=scenario.name,
+        restart_mode="inprocess" if cfg.inprocess_restart.enabled else "respawn",
+        is_async=cfg.checkpoint.async_save,
+        save_interval=cfg.checkpoint.save_interval,
+        nodes=scenario.nodes,
+        step_time_s=_median(e.get("step_time") for e in steps),
+        step_period_s=period,
+        save_stalls=tuple(_save_stalls(steps, events, period)) if period is not None else (),
+        startup_s=metrics.get("start_s"),
+        fault_class=fault_class,
+        cost=_fault_cost(metrics, events, period) if fault_class else {},
+        settings=_settings(scenario, metrics),
+    )
+
+
+def _fault_cost(metrics: dict[str, Any], events: list[Event], period: float | None) -> dict[str, Any]:
+    """The first fault's costs, from the judge's metrics; a run that never restarted training (the trainer exits
+    for the scheduler to relaunch it, as the rerun state machine does) measures detection alone."""
+    detect = metrics.get("time_to_detect_s")
+    if detect is None:
+        return {}
+    cost: dict[str, Any] = {"detect_s": detect}
+    recover, attempt = metrics.get("time_to_recover_s"), metrics.get("fault_attempt") or 0
+    if recover is None:
+        return cost
+    loads = [e for e in events if e["event"] == names.CHECKPOINT_LOAD and e["rank"] == 0 and e["attempt"] > attempt]
+    load = loads[0].get("seconds", 0.0) if loads else 0.0
+    first_step = period or 0.0
+    cost["load_s"] = load
+    cost["restart_s"] = max(0.0, recover - detect - load - first_step)
+    lost = metrics.get("lost_steps")
+    cost["lost_steps"] = lost
+    cost["loses_progress"] = bool(lost) or metrics.get("preemption_saved") is False
+    return cost
+
+
+def _classes(runs: Iterable[RunCosts], startup: float) -> dict[FaultClass, ClassCost]:
+    by_class: dict[FaultClass, list[RunCosts]] = defaultdict(list)
+    for r in runs:
+        if r.fault_class is not None and r.cost:
+            by_class[r.fault_class].append(r)
+    loads = [r.cost["load_s"] for rs in by_class.values() for r in rs if "load_s" in r.cost]
+    out: dict[FaultClass, ClassCost] = {}
+    for cls, rs in by_class.items():
+        full = [r for r in rs if "restart_s" in r.cost]
+        notes = "" if full else "restart_s: the first start-up (no run relaunched); load_s: the other classes' median"
+        pick = full or rs
+        lost = [r.cost["lost_steps"] for r in full if r.cost.get("lost_steps") is not None]
+        period = statistics.median([r.step_period_s or 0.0 for r in pick])
+        out[cls] = ClassCost(
+            detect_s=statistics.median(r.cost["detect_s"] for r in pick),
+            restart_s=statistics.median(r.cost["restart_s"] for r in full) if full else startup,
+            load_s=statistics.median(r.cost["load_s"] for r in full) if full else statistics.median(loads or [0.0]),
+            loses_progress=any(r.cost.get("loses_progress", True) for r in full) if full else True,
+            lost_steps=statistics.median(lost) if lost else None,
+            lost_s=statistics.median(lost) * period if lost else None,
+            runs=len(pick),
+            scenarios=sorted({r.name for r in pick}),
+            notes=notes,
+        )
+    return out
+
+
+def _save(runs: list[RunCosts]) -> SaveCost | None:
+    stalls = [s for r in runs for s in r.save_stalls]
+    intervals = [r.save_interval for r in runs if r.save_interval]
+    if not stalls or not intervals:
+        return None
+    return SaveCost(interval_steps=statistics.median_low(intervals), stall_s=statistics.median(stalls), is_async=runs[0].is_async)
+
+
+def _scaling(runs: list[RunCosts]) -> list[StartupPoint]:
+    """Start-up by node count, where runs of more than one size were given."""
+    by_nodes: dict[int, list[float]] = defaultdict(list)
+    for r in runs:
+        if r.startup_s is not None:
+            by_nodes[r.nodes].append(r.startup_s)
+    if len(by_nodes) < 2:
+        return []
+    return [StartupPoint(nodes=n, startup_s=statistics.median(v)) for n, v in sorted(by_nodes.items())]
+
+
+def _step_period(steps: list[Event], events: list[Event]) -> float | None:
+    """The median wall time from one rank-0 step to the next of the same attempt, leaving out gaps a save sits in."""
+    saves = sorted(e["mono"] for e in events if e["event"] in (names.CHECKPOINT_SAVE_BEGIN, names.CHECKPOINT_SAVE_END) and e["rank"] == 0)
+    gaps = [
+        b["mono"] - a["mono"] for a, b in pairwise(steps)
+        if a["attempt"] == b["attempt"] and b["iteration"] == a["iteration"] + 1
+        and bisect.bisect_right(saves, a["mono"]) == bisect.bisect_left(saves, b["mono"])  # no save between them
+    ]
+    return statistics.median(gaps) if gaps else None
+
+
+def _save_stalls(steps: list[Event], events: list[Event], period: float) -> list[float]:
+    """Per save, the gap from its step to the next less a plain step's: what the save stalled training."""
+    by_key = {(e["attempt"], e["iteration"]): e for e in steps}
+    stalls = []
+    for end in (e for e in events if e["event"] == names.CHECKPOINT_SAVE_END and e["rank"] == 0):
+        before, after = by_key.get((end["attempt"], end["iteration"])), by_key.get((end["attempt"], end["iteration"] + 1))
+        if before is not None and after is not None:
+            stalls.append(max(0.0, after["mono"] - before["mono"] - period))
+    return stalls
+
+
+def _settings(scenario: Scenario, metrics: dict[str, Any]) -> dict[str, Any]:
+    cfg = scenario.config
+    return {
+        "launcher": scenario.launcher,
+        "world_size": scenario.world_size,
+        "save_interval": cfg.checkpoint.save_interval,
+        "async_save": cfg.checkpoint.async_save,
+        "inprocess_restart": cfg.inprocess_restart.enabled,
+        "heartbeat_timeout_s": metrics.get("heartbeat_timeout_s"),
+    }
+
+
+def _median(values: Iterable[Any]) -> float | None:
+    got = [v for v in values if isinstance(v, (int, float))]
+    return statistics.median(got) if got else None
