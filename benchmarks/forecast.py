@@ -98,7 +98,8 @@ def compare(profile: Profile, run_dir: Path) -> dict[str, Any]:
     replay = simulate(costs, Arrivals.replay(gaps, classes), work_steps=work)
     kinds = {CLASS_OF_FAULT[k] for k in soak.kinds}
     rates: dict[FaultClass, float] = {c: sum(CLASS_OF_FAULT[k] == c for k in soak.kinds) / len(soak.kinds) / soak.mtbf_s for c in kinds}
-    blind = simulate(costs, Arrivals.poisson(rates, limit=soak.count), work_steps=work, replicas=1000, seed=scenario.seed)
+    arrivals = Arrivals.poisson(rates, limit=soak.count, until_s=soak.duration_s)
+    blind = simulate(costs, arrivals, work_steps=work, replicas=1000, seed=scenario.seed)
     measured = journal["metrics"]["goodput"]
     band = blind.band()
     return {

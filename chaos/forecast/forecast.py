@@ -112,7 +112,7 @@ def costs_of(profile: Profile, job: Job, classes: dict[str, ClassCost] | None = 
         step_s=profile.step_time_s, overhead_s=profile.step_overhead_s, startup_s=startup,
         interval=interval or job.save_interval or save.interval_steps, stall_s=save.stall_s,
         detect_s=pick("detect_s"), restart_s=np.maximum(pick("restart_s") + grow, 0.0), load_s=pick("load_s"),
-        loses_progress=np.array([c.loses_progress if c else True for c in known]),
+        loses_progress=np.array([c.loses_progress if c else True for c in known]), shutdown_s=profile.shutdown_s,
     )
 
 

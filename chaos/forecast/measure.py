@@ -1,9 +1,10 @@
-"""A cost profile from judged run folders: the judge's metrics (journal.json) and the run's own events.
+"""A cost profile from judged run folders: the judge's metrics of each fault and the run's own events.
 
-Per fault class the medians over the runs of that class: detection is the judge's time_to_detect_s; the
-checkpoint load is the later attempt's ``checkpoint_load`` seconds; the restart is what is left of the
-judge's time_to_recover_s (fault -> first step after the restart) once detection, the load and that first
-step are taken out. Runs are grouped by setting: respawn (ft_launcher, torchrun) against NVRx's in-process
+Per fault class the medians over every fault of that class in the runs (a soak has many): detection is the
+judge's time_to_detect_s (chaos.judge.recovery.fault_metrics, for each fault as the journal has it for the
+first); the checkpoint load is the next attempt's ``checkpoint_load`` seconds; the restart is what is left of
+the judge's time_to_recover_s (fault -> first step after the restart) once detection, the load and that
+first step are taken out. Runs are grouped by setting: respawn (ft_launcher, torchrun) against NVRx's in-process
 restart, sync against async saves; the base is respawn with sync saves, the others are alternatives.
 """
 
@@ -28,6 +29,7 @@ from chaos.forecast.profile import (
     SaveCost,
     StartupPoint,
 )
+from chaos.judge.recovery import fault_metrics
 from chaos.judge.run import scenario_of
 from chaos.schema.scenario import Scenario
 from runlog import names
@@ -49,11 +51,12 @@ class RunCosts:
     nodes: int
     step_time_s: float | None
     step_period_s: float | None
+    step_overhead_s: float | None
     save_stalls: tuple[float, ...]
     startup_s: float | None
-    fault_class: FaultClass | None
-    cost: dict[str, Any] = field(default_factory=dict)
-    """detect_s, restart_s, load_s, lost_steps, loses_progress, notes: where the run has a measured fault."""
+    shutdown_s: float | None
+    costs: list[tuple[FaultClass, dict[str, Any]]] = field(default_factory=list)
+    """Per fault of a priced class: detect_s, and where the run restarted, restart_s, load_s, lost_steps, loses_progress."""
     settings: dict[str, Any] = field(default_factory=dict)
 
 
@@ -61,10 +64,9 @@ def build_profile(run_dirs: Sequence[str | Path]) -> Profile:
     """The profile of these judged run folders (RunFolderError, naming the folder, for one not judged)."""
     runs = [measure_run(Path(d)) for d in run_dirs]
     steps = [r.step_time_s for r in runs if r.step_time_s is not None]
-    periods = [r.step_period_s for r in runs if r.step_period_s is not None]
-    if not steps or not periods:
+    overheads = [r.step_overhead_s for r in runs if r.step_overhead_s is not None]
+    if not steps or not overheads:
         raise RunFolderError(f"{run_dirs[0]}: no run with two consecutive steps to measure the step time from")
-    step, period = statistics.median(steps), statistics.median(periods)
     base = [r for r in runs if r.restart_mode == "respawn"] or runs
     startup = statistics.median([r.startup_s for r in runs if r.startup_s is not None] or [0.0])
     classes = _classes(base, startup)
@@ -81,9 +83,10 @@ def build_profile(run_dirs: Sequence[str | Path]) -> Profile:
         raise RunFolderError(f"{run_dirs[0]}: no run saved a checkpoint between two steps; the save stall is unmeasured")
     return Profile(
         source="chaos forecast profile: " + ", ".join(sorted({r.name for r in runs})),
-        step_time_s=step,
-        step_overhead_s=max(0.0, period - step),
+        step_time_s=statistics.median(steps),
+        step_overhead_s=max(0.0, statistics.median(overheads)),
         startup_s=startup,
+        shutdown_s=statistics.median([r.shutdown_s for r in runs if r.shutdown_s is not None] or [0.0]),
         startup_scaling=_scaling(runs),
         save=save,
         classes=classes,
@@ -104,9 +107,9 @@ def measure_run(run_dir: Path) -> RunCosts:
     scenario = scenario_of(run_dir)
     events = read_events(run_dir)
     steps = [e for e in events if e["event"] == names.STEP and e["rank"] == 0]
-    period = _step_period(steps, events)
-    types = [p.get("type") for p in journal.get("plan") or []]
-    fault_class = next((CLASS_OF_FAULT[t] for t in types if t in CLASS_OF_FAULT), None)
+    gaps = _step_gaps(steps, events)
+    period = statistics.median(g for g, _ in gaps) if gaps else None
+    kinds = {p.get("fault_id"): p.get("kind") or p.get("type") for p in journal.get("plan") or []}
     cfg = scenario.config
     return RunCosts(
         name=scenario.name,
@@ -114,18 +117,32 @@ def measure_run(run_dir: Path) -> RunCosts:
         is_async=cfg.checkpoint.async_save,
         save_interval=cfg.checkpoint.save_interval,
         nodes=scenario.nodes,
-        step_time_s=_median(e.get("step_time") for e in steps),
+        step_time_s=_mean(b.get("step_time") for a, b in pairwise(steps) if a["attempt"] == b["attempt"]),
         step_period_s=period,
+        step_overhead_s=statistics.fmean(o for _, o in gaps) if gaps else None,
         save_stalls=tuple(_save_stalls(steps, events, period)) if period is not None else (),
         startup_s=metrics.get("start_s"),
-        fault_class=fault_class,
-        cost=_fault_cost(metrics, events, period) if fault_class else {},
+        shutdown_s=_shutdown(steps, events),
+        costs=_fault_costs(events, kinds, period),
         settings=_settings(scenario, metrics),
     )
 
 
+def _fault_costs(events: list[Event], kinds: dict[Any, Any], period: float | None) -> list[tuple[FaultClass, dict[str, Any]]]:
+    """Each injected fault of a priced class with what it cost, by the judge's metrics of that fault."""
+    out = []
+    for at, e in enumerate(events):
+        if e["event"] != names.FAULT_INJECTED:
+            continue
+        cls = CLASS_OF_FAULT.get(kinds.get(e.get("fault_id")) or e.get("fault"))
+        cost = _fault_cost(fault_metrics(events, at), events, period) if cls else {}
+        if cost:
+            out.append((cls, cost))
+    return out
+
+
 def _fault_cost(metrics: dict[str, Any], events: list[Event], period: float | None) -> dict[str, Any]:
-    """The first fault's costs, from the judge's metrics; a run that never restarted training (the trainer exits
+    """A fault's costs, from the judge's metrics of it; a run that never restarted training (the trainer exits
     for the scheduler to relaunch it, as the rerun state machine does) measures detection alone."""
     detect = metrics.get("time_to_detect_s")
     if detect is None:
@@ -134,39 +151,39 @@ def _fault_cost(metrics: dict[str, Any], events: list[Event], period: float | No
     recover, attempt = metrics.get("time_to_recover_s"), metrics.get("fault_attempt") or 0
     if recover is None:
         return cost
-    loads = [e for e in events if e["event"] == names.CHECKPOINT_LOAD and e["rank"] == 0 and e["attempt"] > attempt]
+    loads = [e for e in events if e["event"] == names.CHECKPOINT_LOAD and e["rank"] == 0 and e["attempt"] == attempt + 1]
     load = loads[0].get("seconds", 0.0) if loads else 0.0
     first_step = period or 0.0
     cost["load_s"] = load
     cost["restart_s"] = max(0.0, recover - detect - load - first_step)
     lost = metrics.get("lost_steps")
     cost["lost_steps"] = lost
-    cost["loses_progress"] = bool(lost) or metrics.get("preemption_saved") is False
+    cost["loses_progress"] = bool(lost)
     return cost
 
 
 def _classes(runs: Iterable[RunCosts], startup: float) -> dict[FaultClass, ClassCost]:
-    by_class: dict[FaultClass, list[RunCosts]] = defaultdict(list)
+    by_class: dict[FaultClass, list[tuple[RunCosts, dict[str, Any]]]] = defaultdict(list)
     for r in runs:
-        if r.fault_class is not None and r.cost:
-            by_class[r.fault_class].append(r)
-    loads = [r.cost["load_s"] for rs in by_class.values() for r in rs if "load_s" in r.cost]
+        for cls, cost in r.costs:
+            by_class[cls].append((r, cost))
+    loads = [c["load_s"] for samples in by_class.values() for _, c in samples if "load_s" in c]
     out: dict[FaultClass, ClassCost] = {}
-    for cls, rs in by_class.items():
-        full = [r for r in rs if "restart_s" in r.cost]
+    for cls, samples in by_class.items():
+        full = [(r, c) for r, c in samples if "restart_s" in c]
         notes = "" if full else "restart_s: the first start-up (no run relaunched); load_s: the other classes' median"
-        pick = full or rs
-        lost = [r.cost["lost_steps"] for r in full if r.cost.get("lost_steps") is not None]
-        period = statistics.median([r.step_period_s or 0.0 for r in pick])
+        pick = full or samples
+        lost = [c["lost_steps"] for _, c in full if c.get("lost_steps") is not None]
+        period = statistics.median([r.step_period_s or 0.0 for r, _ in pick])
         out[cls] = ClassCost(
-            detect_s=statistics.median(r.cost["detect_s"] for r in pick),
-            restart_s=statistics.median(r.cost["restart_s"] for r in full) if full else startup,
-            load_s=statistics.median(r.cost["load_s"] for r in full) if full else statistics.median(loads or [0.0]),
-            loses_progress=any(r.cost.get("loses_progress", True) for r in full) if full else True,
+            detect_s=statistics.median(c["detect_s"] for _, c in pick),
+            restart_s=statistics.median(c["restart_s"] for _, c in full) if full else startup,
+            load_s=statistics.median(c["load_s"] for _, c in full) if full else statistics.median(loads or [0.0]),
+            loses_progress=any(c.get("loses_progress", True) for _, c in full) if full else True,
             lost_steps=statistics.median(lost) if lost else None,
             lost_s=statistics.median(lost) * period if lost else None,
-            runs=len(pick),
-            scenarios=sorted({r.name for r in pick}),
+            runs=len({id(r) for r, _ in pick}),
+            scenarios=sorted({r.name for r, _ in pick}),
             notes=notes,
         )
     return out
@@ -191,15 +208,21 @@ def _scaling(runs: list[RunCosts]) -> list[StartupPoint]:
     return [StartupPoint(nodes=n, startup_s=statistics.median(v)) for n, v in sorted(by_nodes.items())]
 
 
-def _step_period(steps: list[Event], events: list[Event]) -> float | None:
-    """The median wall time from one rank-0 step to the next of the same attempt, leaving out gaps a save sits in."""
+def _shutdown(steps: list[Event], events: list[Event]) -> float | None:
+    """The run's last step -> the launcher's exit."""
+    exits = [e["mono"] for e in events if e["event"] == names.LAUNCHER_EXIT]
+    return exits[-1] - steps[-1]["mono"] if exits and steps and exits[-1] > steps[-1]["mono"] else None
+
+
+def _step_gaps(steps: list[Event], events: list[Event]) -> list[tuple[float, float]]:
+    """Each wall time from one rank-0 step to the next of the same attempt (leaving out those a save sits in),
+    and what of it the later step's own time does not cover (the loop's overhead)."""
     saves = sorted(e["mono"] for e in events if e["event"] in (names.CHECKPOINT_SAVE_BEGIN, names.CHECKPOINT_SAVE_END) and e["rank"] == 0)
-    gaps = [
-        b["mono"] - a["mono"] for a, b in pairwise(steps)
+    return [
+        (b["mono"] - a["mono"], b["mono"] - a["mono"] - (b.get("step_time") or 0.0)) for a, b in pairwise(steps)
         if a["attempt"] == b["attempt"] and b["iteration"] == a["iteration"] + 1
         and bisect.bisect_right(saves, a["mono"]) == bisect.bisect_left(saves, b["mono"])  # no save between them
     ]
-    return statistics.median(gaps) if gaps else None
 
 
 def _save_stalls(steps: list[Event], events: list[Event], period: float) -> list[float]:
@@ -225,6 +248,7 @@ def _settings(scenario: Scenario, metrics: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _median(values: Iterable[Any]) -> float | None:
+def _mean(values: Iterable[Any]) -> float | None:
+    """The mean (a run's useful time is the sum of its step times), of steps after an attempt's first (its warm-up)."""
     got = [v for v in values if isinstance(v, (int, float))]
-    return statistics.median(got) if got else None
+    return statistics.fmean(got) if got else None

@@ -43,6 +43,8 @@ class Costs:
     restart_s: np.ndarray
     load_s: np.ndarray
     loses_progress: np.ndarray
+    shutdown_s: float = 0.0
+    """The job's end after its last step (the launcher's exit), for a job of so many steps."""
 
     @property
     def period_s(self) -> float:
@@ -51,23 +53,25 @@ class Costs:
 
 @dataclass(frozen=True)
 class Arrivals:
-    """Where failures come from: per-class rates (per second, the whole job), at most ``limit`` of them; or,
-    for a replay, the gaps and classes a real run had (one replica)."""
+    """Where failures come from: per-class rates (per second, the whole job), at most ``limit`` of them and none
+    once the attempts' clock passes ``until_s`` (a soak's duration_s); or, for a replay, the gaps and classes a
+    real run had (one replica)."""
 
     rates: np.ndarray
     limit: int | None = None
+    until_s: float | None = None
     gaps: tuple[float, ...] | None = None
     classes: tuple[FaultClass, ...] | None = None
 
     @classmethod
-    def poisson(cls, rates: dict[FaultClass, float], limit: int | None = None) -> Arrivals:
+    def poisson(cls, rates: dict[FaultClass, float], limit: int | None = None, until_s: float | None = None) -> Arrivals:
         if any(r < 0 for r in rates.values()):
             raise ValueError("a failure rate is negative")
-        return cls(np.array([rates.get(c, 0.0) for c in CLASSES]), limit)
+        return cls(np.array([rates.get(c, 0.0) for c in CLASSES]), limit, until_s)
 
     @classmethod
     def replay(cls, gaps: Sequence[float], classes: Sequence[FaultClass]) -> Arrivals:
-        return cls(np.zeros(len(CLASSES)), len(gaps), tuple(gaps), tuple(classes))
+        return cls(np.zeros(len(CLASSES)), limit=len(gaps), gaps=tuple(gaps), classes=tuple(classes))
 
     @property
     def total_rate(self) -> float:
@@ -114,22 +118,24 @@ def simulate(
     bad["PROGRAM_STARTUP"] += t
     useful = np.zeros(n)
     failures = np.zeros(n, dtype=int)
+    clock = np.zeros(n)  # the attempts' clock: the sum of the gaps so far
+    until = np.inf if arrivals.until_s is None else arrivals.until_s
     total = arrivals.total_rate
     probs = arrivals.rates / total if total > 0 else None
     i = 0
     with np.errstate(invalid="ignore"):  # an attempt without a failure trains for ever in arithmetic: it ends by `ends`
         while active.any():
             gap, cls = _next(arrivals, i, n, rng, total, probs)
-            fails = active & np.isfinite(gap) & (arrivals.limit is None or i < arrivals.limit)
+            fails = active & np.isfinite(gap) & (arrivals.limit is None or i < arrivals.limit) & (clock + gap <= until)
             gap = np.where(fails, gap, np.inf)
             # This attempt's training time: to its failure, the horizon, or the end of the work.
-            until = np.minimum(gap, horizon - t)
-            restore = np.minimum(load, until)
-            train = until - restore
+            span = np.minimum(gap, horizon - t)
+            restore = np.minimum(load, span)
+            train = span - restore
             done_steps, saves, saved_at = _progress(step, train, p, k, s)
             left = work - step
             finish = _time_for(step, left, p, k, s)  # time to finish the work from here, saves included
-            ends = active & (restore + finish <= until)
+            ends = active & (restore + finish <= span)
             cut = active & ~ends & ~(gap <= horizon - t)  # the horizon came first
             hit = active & ~ends & ~cut
             # A job that finishes or reaches the horizon keeps every step it made.
@@ -139,20 +145,21 @@ def simulate(
             loses = costs.loses_progress[cls]
             kept_hit = np.where(loses, saved_at - step, done_steps)
             kept = np.where(hit, kept_hit, kept)
-            elapsed = np.where(ends, restore + finish, until)
+            elapsed = np.where(ends, restore + finish + costs.shutdown_s, span)
             bad["UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME"] += np.where(active, restore, 0.0)
             bad["UNPRODUCTIVE_CHECKPOINT_SAVE_TIME"] += np.where(active, spent_save, 0.0) + np.where(hit & ~loses, s, 0.0)
-            wasted = elapsed - restore - spent_save - kept * p
+            wasted = elapsed - restore - spent_save - kept * p  # a finished job's: its shutdown
             bad["WASTED_PROGRESS_FROM_DISRUPTION"] += np.where(hit, wasted, 0.0)
             bad["OTHER"] += np.where(active, kept * costs.overhead_s + np.where(hit, 0.0, np.maximum(wasted, 0.0)), 0.0)
             useful += np.where(active, kept * costs.step_s, 0.0)
             step += np.where(active, kept, 0.0)
             recovery = np.where(hit, costs.detect_s[cls] + costs.restart_s[cls] + np.where(loses, 0.0, s), 0.0)
-            recovery = np.minimum(recovery, np.maximum(horizon - t - elapsed, 0.0))
+            recovery = np.where(hit, np.minimum(recovery, np.maximum(horizon - t - elapsed, 0.0)), 0.0)  # the horizon cuts it
             bad["INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION"] += recovery - np.where(hit & ~loses, np.minimum(s, recovery), 0.0)
             t = t + np.where(active, elapsed, 0.0) + recovery
             load = np.where(hit, costs.load_s[cls], load)
             failures += hit
+            clock += np.where(hit, gap, 0.0)
             active = hit & (t < horizon)
             i += 1
     wall = t

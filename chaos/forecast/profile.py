@@ -112,6 +112,8 @@ class Profile(Strict):
     """Wall time between steps beyond the step itself (logging, the loop): badput OTHER."""
     startup_s: float = Field(ge=0)
     """The job's first start: launch -> first step."""
+    shutdown_s: float = Field(default=0.0, ge=0)
+    """The job's end: its last step -> the launcher's exit (counted for a job of so many steps)."""
     startup_scaling: list[StartupPoint] = Field(default_factory=list)
     """Start-up at several sizes, where measured: the forecast interpolates in log(nodes), flat beyond."""
     save: SaveCost

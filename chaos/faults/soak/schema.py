@@ -15,14 +15,18 @@ SoakKind = Literal["rank_killed", "rank_hung"]
 
 
 class Soak(FaultSpec):
-    """`count` faults with exponential gaps of mean `mtbf_s` (a Poisson process on the attempts' training clock),
-    each of a kind drawn from `kinds` (weighted alike) on a rank drawn from the world (or `rank`); fault j strikes
-    in attempt `attempt + j`, its gap after that attempt's training starts."""
+    """Faults as a Poisson process of mean gap `mtbf_s` on the attempts' training clock, for `duration_s` of it:
+    exponential gaps are drawn until their sum passes `duration_s` (so the count is random too), at most `count`.
+    Each is of a kind drawn from `kinds` (weighted alike), on a rank drawn from the world (or `rank`); fault j
+    strikes in attempt `attempt + j`, its gap after that attempt's training starts. A soak's training must outlast
+    `duration_s`, or its last faults never come due."""
 
     type: Literal["soak"]
     planned = fired.SoakFault
     mtbf_s: float = Field(gt=0)
+    duration_s: float = Field(gt=0)
     count: int = Field(ge=1, le=100)
+    """The most faults it plans (each needs a restart: max_restarts must allow them)."""
     kinds: list[SoakKind] = Field(default_factory=lambda: ["rank_killed", "rank_hung"], min_length=1)
 
     @model_validator(mode="after")
@@ -39,12 +43,17 @@ class Soak(FaultSpec):
         return self.plan_all(fault_id, rng, world_size, command)[0]
 
     def plan_all(self, fault_id: str, rng: random.Random, world_size: int, command: bool = False) -> list[PlannedFault]:
-        """Every fault of the soak: per fault its gap, then its kind, then its rank, in that order from `rng`."""
+        """Every fault of the soak: per fault its gap, then its kind, then its rank, in that order from `rng`;
+        always at least one (a soak that plans nothing would prove nothing)."""
         out: list[PlannedFault] = []
-        for j in range(self.count):
+        clock = 0.0
+        while len(out) < self.count:
             gap = rng.expovariate(1.0 / self.mtbf_s)
+            clock += gap
+            if clock > self.duration_s and out:
+                break
             kind = rng.choice(self.kinds)
             rank = self.rank if self.rank is not None else rng.randrange(world_size)
-            out.append(fired.SoakFault(fault_id=f"{fault_id}.{j}", rank=rank, attempt=self.attempt + j, at_step=None,
-                                       delay_s=gap, kind=kind))
+            out.append(fired.SoakFault(fault_id=f"{fault_id}.{len(out)}", rank=rank, attempt=self.attempt + len(out),
+                                       at_step=None, delay_s=gap, kind=kind))
         return out

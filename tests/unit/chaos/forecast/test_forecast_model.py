@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -80,3 +81,13 @@ def test_a_negative_rate_is_refused() -> None:
 
 def test_young_daly() -> None:
     assert young_daly_s(3600.0, 50.0) == pytest.approx(600.0)
+
+
+def test_a_soak_s_failures_stop_when_the_attempts_clock_passes_its_duration() -> None:
+    """The soak's process: a Poisson count of mean duration / MTBF, then none; and a job of so many steps ends
+    with its shutdown."""
+    c = replace(costs(step=0.01, interval=100, restart=5.0), shutdown_s=2.0)
+    out = simulate(c, Arrivals.poisson({"process_death": 1 / 10}, until_s=100.0), work_steps=100_000, replicas=2000, seed=4)
+    assert out.failures.mean() == pytest.approx(10, rel=0.05)
+    assert out.failures.var() == pytest.approx(10, rel=0.15)
+    assert out.badput_share()["OTHER"] > 0
