@@ -9,7 +9,7 @@ from chaos.forecast.forecast import Forecast
 
 
 def _pct(x: float) -> str:
-    return f"{100 * x:.1f}%"
+    return f"{100 * x:.1f}%" if abs(x) >= 0.01 else f"{100 * x:.2f}%"
 
 
 def _duration(seconds: float) -> str:

@@ -44,3 +44,13 @@ def test_a_soak_needs_restarts_for_its_faults_and_no_trigger(make_scenario) -> N
         make_scenario(faults=[{"type": "soak", "mtbf_s": 10, "duration_s": 100, "count": 40}], max_restarts=3)
     with pytest.raises(ScenarioError, match="soak draws its own triggers"):
         soak(make_scenario, at_step=3)
+
+
+def test_the_benchmark_s_long_soak_plans_at_least_eight_faults_it_can_restart_from() -> None:
+    from pathlib import Path
+
+    from chaos.schema.loader import load_scenario
+
+    s = load_scenario(Path(__file__).resolve().parents[4] / "scenarios" / "soak" / "soak_long.yaml")
+    plan = plan_faults(s, s.seed)
+    assert 8 <= len(plan) <= s.max_restarts
