@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.runs import BenchmarkFailed
 from chaos.forecast.forecast import Job, costs_of, run_forecast
 from chaos.forecast.measure import build_profile
 from chaos.forecast.model import Arrivals, simulate
@@ -35,6 +36,8 @@ from runlog.reader import read_events
 ROOT = Path(__file__).resolve().parent.parent
 SOAK = ROOT / "scenarios" / "soak" / "soak_long.yaml"
 CATALOGUE = ("rank_killed", "rank_hung")
+ASYNC_CATALOGUE = ("async_save_every_step",)
+"""Its async saves price the blind profile's async_save alternative (its crash prices nothing: not the base's)."""
 MEGATRON = ROOT / "chaos" / "forecast" / "profiles" / "megatron.yaml"
 REPLAY_POINTS = 0.03
 
@@ -43,6 +46,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m benchmarks forecast", description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=Path("chaos-runs/bench-forecast"))
     p.add_argument("--intervals", default="20,200,2000", help="save intervals of the soaks, in steps (default: %(default)s)")
+    p.add_argument("--async-intervals", default="", help="save intervals of soaks with async saves (default: none)")
     p.add_argument("--seed", type=int, default=None, help="the soaks' seed (default: the scenario's)")
     p.add_argument("--catalogue-runs", nargs="*", type=Path, help="judged run folders for the blind profile (default: run them)")
     p.add_argument("--soak-runs", nargs="*", type=Path, help="judged soak folders to compare (default: run them)")
@@ -51,31 +55,42 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str]) -> int:
-    args = parse_args(argv)
+    try:
+        run(parse_args(argv))
+    except BenchmarkFailed as e:
+        print(f"bench: error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def run(args: argparse.Namespace) -> None:
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {"speed": speed()}
     print(f"bench: speed {results['speed']}")
     if not args.speed_only:
-        catalogue = args.catalogue_runs or [_run(load_scenario(ROOT / "scenarios" / f"{n}.yaml"), out / "runs") for n in CATALOGUE]
+        names_ = CATALOGUE + (ASYNC_CATALOGUE if args.async_intervals else ())
+        catalogue = args.catalogue_runs or [_run(load_scenario(ROOT / "scenarios" / f"{n}.yaml"), out / "runs") for n in names_]
         profile = build_profile(catalogue)
         (out / "blind-profile.json").write_text(json.dumps(profile.model_dump(mode="json"), indent=1))
-        soaks = args.soak_runs or [_run(_soak(int(k), args.seed), out / "runs") for k in args.intervals.split(",")]
+        settings = [(int(k), False) for k in args.intervals.split(",") if k] + [(int(k), True) for k in args.async_intervals.split(",") if k]
+        soaks = args.soak_runs or [_run(_soak(k, is_async, args.seed), out / "runs") for k, is_async in settings]
         results["catalogue"] = [str(p) for p in catalogue]
         results["soaks"] = [compare(profile, Path(d)) for d in soaks]
-        best_measured = max(results["soaks"], key=lambda r: r["measured"])["interval"]
-        best_forecast = max(results["soaks"], key=lambda r: r["blind"]["mean"])["interval"]
+        sync = [r for r in results["soaks"] if not r["async"]]  # the intervals of one fault schedule, sync saves
+        best_measured = max(sync, key=lambda r: r["measured"])["interval"]
+        best_forecast = max(sync, key=lambda r: r["blind"]["mean"])["interval"]
         results["best_interval"] = {"measured": best_measured, "forecast": best_forecast, "agree": best_measured == best_forecast}
     (out / "forecast.json").write_text(json.dumps(results, indent=1))
     (out / "forecast.md").write_text(markdown(results))
     print((out / "forecast.md").read_text())
-    return 0
 
 
-def _soak(interval: int, seed: int | None) -> Any:
+def _soak(interval: int, is_async: bool, seed: int | None) -> Any:
     base = load_scenario(SOAK)
-    return base.replace(trainer={**base.trainer, "checkpoint.save_interval": interval},
-                        name=f"soak_long_i{interval}", seed=base.seed if seed is None else seed)
+    trainer = {**base.trainer, "checkpoint.save_interval": interval, **({"checkpoint.async_save": True} if is_async else {})}
+    return base.replace(trainer=trainer, name=f"soak_long_{'async' if is_async else 'i'}{interval}",
+                        seed=base.seed if seed is None else seed)
 
 
 def _run(scenario: Any, out: Path) -> Path:
@@ -93,7 +108,10 @@ def compare(profile: Profile, run_dir: Path) -> dict[str, Any]:
     interval = scenario.config.checkpoint.save_interval
     work = scenario.config.train.train_iters
     job = Job(gpus=scenario.world_size, gpus_per_node=scenario.world_size, work_steps=work, save_interval=interval)
-    costs = costs_of(profile, job)
+    is_async = scenario.config.checkpoint.async_save
+    if is_async and "async_save" not in profile.alternatives:
+        raise BenchmarkFailed(f"{run_dir}: an async soak needs an async catalogue run in the blind profile")
+    costs = costs_of(profile, job, save=profile.alternatives["async_save"].save if is_async else None)
     gaps, classes = realised(run_dir, journal["plan"])
     replay = simulate(costs, Arrivals.replay(gaps, classes), work_steps=work)
     kinds = {CLASS_OF_FAULT[k] for k in soak.kinds}
@@ -103,7 +121,7 @@ def compare(profile: Profile, run_dir: Path) -> dict[str, Any]:
     measured = journal["metrics"]["goodput"]
     band = blind.band()
     return {
-        "run_dir": str(run_dir), "interval": interval, "seed": scenario.seed, "status": journal["status"],
+        "run_dir": str(run_dir), "interval": interval, "async": is_async, "seed": scenario.seed, "status": journal["status"],
         "faults": len(gaps), "wall_s": journal["metrics"]["wall_s"], "measured": measured,
         "replay": float(replay.goodput[0]), "replay_ok": abs(float(replay.goodput[0]) - measured) <= REPLAY_POINTS,
         "blind": band, "blind_ok": band["p10"] <= measured <= band["p90"],
@@ -150,7 +168,7 @@ def markdown(results: dict[str, Any]) -> str:
         ]
         for r in results["soaks"]:
             b = r["blind"]
-            lines.append(f"| {r['interval']} | {r['seed']} | {r['faults']} | {r['wall_s']:.0f} | {r['measured']:.3f} | {r['replay']:.3f} | "
+            lines.append(f"| {r['interval']}{' async' if r['async'] else ''} | {r['seed']} | {r['faults']} | {r['wall_s']:.0f} | {r['measured']:.3f} | {r['replay']:.3f} | "
                          f"{'yes' if r['replay_ok'] else 'NO'} | {b['mean']:.3f} | {b['p10']:.3f}-{b['p90']:.3f} | {'yes' if r['blind_ok'] else 'NO'} |")
         best = results["best_interval"]
         lines += ["", f"Best interval: measured {best['measured']}, forecast {best['forecast']} ({'agree' if best['agree'] else 'DISAGREE'})."]

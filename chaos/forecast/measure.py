@@ -67,12 +67,13 @@ def build_profile(run_dirs: Sequence[str | Path]) -> Profile:
     overheads = [r.step_overhead_s for r in runs if r.step_overhead_s is not None]
     if not steps or not overheads:
         raise RunFolderError(f"{run_dirs[0]}: no run with two consecutive steps to measure the step time from")
-    base = [r for r in runs if r.restart_mode == "respawn"] or runs
+    respawn = [r for r in runs if r.restart_mode == "respawn"]
+    base = [r for r in respawn if not r.is_async] or respawn or runs  # an alternative's runs price only it
     startup = statistics.median([r.startup_s for r in runs if r.startup_s is not None] or [0.0])
     classes = _classes(base, startup)
     alternatives: dict[str, Alternative] = {}
     inprocess = _classes([r for r in runs if r.restart_mode == "inprocess"], startup)
-    if inprocess and base is not runs:
+    if inprocess and respawn:
         alternatives["inprocess_restart"] = Alternative(description="NVRx in-process restart (measured)", classes=inprocess)
     sync_save = _save([r for r in runs if not r.is_async])
     async_save = _save([r for r in runs if r.is_async])
