@@ -98,6 +98,8 @@ def build_profile(run_dirs: Sequence[str | Path]) -> Profile:
 
 def measure_run(run_dir: Path) -> RunCosts:
     folder = RunFolder(run_dir)
+    if not run_dir.is_dir():
+        raise RunFolderError(f"{run_dir}: no such folder")
     if not folder.journal.is_file():
         raise RunFolderError(f"{run_dir}: not a judged run folder (no journal.json): judge it first with chaos judge {run_dir}")
     try:
