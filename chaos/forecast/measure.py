@@ -52,7 +52,8 @@ class RunCosts:
     step_time_s: float | None
     step_period_s: float | None
     step_overhead_s: float | None
-    save_stalls: tuple[float, ...]
+    save_gaps: tuple[float, ...]
+    """Per save, the time from its step to the next that the next step's own time does not cover."""
     startup_s: float | None
     shutdown_s: float | None
     costs: list[tuple[FaultClass, dict[str, Any]]] = field(default_factory=list)
@@ -75,8 +76,9 @@ def build_profile(run_dirs: Sequence[str | Path]) -> Profile:
     inprocess = _classes([r for r in runs if r.restart_mode == "inprocess"], startup)
     if inprocess and respawn:
         alternatives["inprocess_restart"] = Alternative(description="NVRx in-process restart (measured)", classes=inprocess)
-    sync_save = _save([r for r in runs if not r.is_async])
-    async_save = _save([r for r in runs if r.is_async])
+    overhead = max(0.0, statistics.median(overheads))
+    sync_save = _save([r for r in runs if not r.is_async], overhead)
+    async_save = _save([r for r in runs if r.is_async], overhead)
     if sync_save and async_save:
         alternatives["async_save"] = Alternative(description="async checkpoint saves (measured)", save=async_save)
     save = sync_save or async_save
@@ -85,7 +87,7 @@ def build_profile(run_dirs: Sequence[str | Path]) -> Profile:
     return Profile(
         source="chaos forecast profile: " + ", ".join(sorted({r.name for r in runs})),
         step_time_s=statistics.median(steps),
-        step_overhead_s=max(0.0, statistics.median(overheads)),
+        step_overhead_s=overhead,
         startup_s=startup,
         shutdown_s=statistics.median([r.shutdown_s for r in runs if r.shutdown_s is not None] or [0.0]),
         startup_scaling=_scaling(runs),
@@ -123,7 +125,7 @@ def measure_run(run_dir: Path) -> RunCosts:
         step_time_s=_mean(b.get("step_time") for a, b in pairwise(steps) if a["attempt"] == b["attempt"]),
         step_period_s=period,
         step_overhead_s=statistics.fmean(o for _, o in gaps) if gaps else None,
-        save_stalls=tuple(_save_stalls(steps, events, period)) if period is not None else (),
+        save_gaps=tuple(_save_gaps(steps, events)),
         startup_s=metrics.get("start_s"),
         shutdown_s=_shutdown(steps, events),
         costs=_fault_costs(events, kinds, period),
@@ -192,8 +194,9 @@ def _classes(runs: Iterable[RunCosts], startup: float) -> dict[FaultClass, Class
     return out
 
 
-def _save(runs: list[RunCosts]) -> SaveCost | None:
-    stalls = [s for r in runs for s in r.save_stalls]
+def _save(runs: list[RunCosts], overhead: float) -> SaveCost | None:
+    """The saves of these runs: the median of their save gaps less the loop's overhead is the stall."""
+    stalls = [max(0.0, g - overhead) for r in runs for g in r.save_gaps]
     intervals = [r.save_interval for r in runs if r.save_interval]
     if not stalls or not intervals:
         return None
@@ -228,15 +231,16 @@ def _step_gaps(steps: list[Event], events: list[Event]) -> list[tuple[float, flo
     ]
 
 
-def _save_stalls(steps: list[Event], events: list[Event], period: float) -> list[float]:
-    """Per save, the gap from its step to the next less a plain step's: what the save stalled training."""
+def _save_gaps(steps: list[Event], events: list[Event]) -> list[float]:
+    """Per save, the time from its step to the next less the next step's own time: the save's stall and the
+    loop's overhead (a run that saves every step has no plain gap to compare with)."""
     by_key = {(e["attempt"], e["iteration"]): e for e in steps}
-    stalls = []
-    for end in (e for e in events if e["event"] == names.CHECKPOINT_SAVE_END and e["rank"] == 0):
-        before, after = by_key.get((end["attempt"], end["iteration"])), by_key.get((end["attempt"], end["iteration"] + 1))
+    gaps = []
+    for begin in (e for e in events if e["event"] == names.CHECKPOINT_SAVE_BEGIN and e["rank"] == 0):  # async: it ends later
+        before, after = by_key.get((begin["attempt"], begin["iteration"])), by_key.get((begin["attempt"], begin["iteration"] + 1))
         if before is not None and after is not None:
-            stalls.append(max(0.0, after["mono"] - before["mono"] - period))
-    return stalls
+            gaps.append(after["mono"] - before["mono"] - (after.get("step_time") or 0.0))
+    return gaps
 
 
 def _settings(scenario: Scenario, metrics: dict[str, Any]) -> dict[str, Any]:
