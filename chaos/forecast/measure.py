@@ -64,13 +64,13 @@ class RunCosts:
 def build_profile(run_dirs: Sequence[str | Path]) -> Profile:
     """The profile of these judged run folders (RunFolderError, naming the folder, for one not judged)."""
     runs = [measure_run(Path(d)) for d in run_dirs]
-    steps = [r.step_time_s for r in runs if r.step_time_s is not None]
-    overheads = [r.step_overhead_s for r in runs if r.step_overhead_s is not None]
-    if not steps or not overheads:
-        raise RunFolderError(f"{run_dirs[0]}: no run with two consecutive steps to measure the step time from")
     respawn = [r for r in runs if r.restart_mode == "respawn"]
     base = [r for r in respawn if not r.is_async] or respawn or runs  # an alternative's runs price only it
-    startup = statistics.median([r.startup_s for r in runs if r.startup_s is not None] or [0.0])
+    steps = [r.step_time_s for r in base if r.step_time_s is not None]
+    overheads = [r.step_overhead_s for r in base if r.step_overhead_s is not None]
+    if not steps or not overheads:
+        raise RunFolderError(f"{run_dirs[0]}: no run with two consecutive steps to measure the step time from")
+    startup = statistics.median([r.startup_s for r in base if r.startup_s is not None] or [0.0])
     classes = _classes(base, startup)
     alternatives: dict[str, Alternative] = {}
     inprocess = _classes([r for r in runs if r.restart_mode == "inprocess"], startup)
@@ -89,7 +89,7 @@ def build_profile(run_dirs: Sequence[str | Path]) -> Profile:
         step_time_s=statistics.median(steps),
         step_overhead_s=overhead,
         startup_s=startup,
-        shutdown_s=statistics.median([r.shutdown_s for r in runs if r.shutdown_s is not None] or [0.0]),
+        shutdown_s=statistics.median([r.shutdown_s for r in base if r.shutdown_s is not None] or [0.0]),
         startup_scaling=_scaling(runs),
         save=save,
         classes=classes,
