@@ -1,6 +1,6 @@
 """`python -m benchmarks [--quick] [--suite] [--reps N] [--worlds 1,2,4] [--before DIR] [--out DIR]`;
 `python -m benchmarks mutants [--budget 90s]` (benchmarks/mutants); `python -m benchmarks attribution [--runs DIR]
-[--launch]` (benchmarks/attribution.py)."""
+[--launch]` (benchmarks/attribution.py); `python -m benchmarks forecast` (benchmarks/forecast.py)."""
 
 from __future__ import annotations
 
@@ -81,6 +81,10 @@ def main(argv: list[str] | None = None) -> int:
         from benchmarks.attribution import main as attribution
 
         return attribution(argv[1:])
+    if argv[:1] == ["forecast"]:  # the forecast against soaks, and its speed (benchmarks/forecast.py)
+        from benchmarks.forecast import main as forecast
+
+        return forecast(argv[1:])
     try:
         run(parse_args(argv))
     except BenchmarkFailed as e:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from chaos.errors import NEVER_RAN_EXIT, BadInput, NeverRan
+from chaos.forecast.cli import add_parser as add_forecast
 from chaos.judge.baseline import CACHE_VAR, default_cache_dir
 from chaos.schema.loader import load_scenario, scenario_files
 from chaos.schema.scenario import Scenario, ScenarioError
@@ -309,6 +310,7 @@ def parser() -> argparse.ArgumentParser:
     ex.add_argument("--reruns", type=count(1), default=2, help="reruns of each found scenario file (default: 2)")
     ex.add_argument("--json", action="store_true", help="print the result as one JSON object (progress goes to stderr)")
     ex.set_defaults(func=cmd_explore)
+    add_forecast(sub)
     for sp in (run, ls):
         sp.add_argument("--scenario-dir", default=str(DEFAULT_SCENARIOS), help="where scenario files live")
     return p

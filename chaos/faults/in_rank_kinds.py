@@ -15,10 +15,11 @@ from chaos.faults.memory.planned import HostOom
 from chaos.faults.native.planned import Abort, GilDeadlock, Segfault
 from chaos.faults.process.planned import ExceptionFault, RankHung, RankKilled
 from chaos.faults.slow.planned import SlowRank
+from chaos.faults.soak.planned import SoakFault
 
 RANK_FAULTS: tuple[type[RankFault], ...] = (
     RankKilled, RankHung, ExceptionFault, CollectiveHang, FaultDuringCheckpoint, CheckpointCorrupt, SlowRank,
     NanLoss, SpikyLoss, LocalCheckpointLost, StorageStall, HostOom,
-    Segfault, Abort, GilDeadlock, GpuOom,
+    Segfault, Abort, GilDeadlock, GpuOom, SoakFault,
 )
 """Every kind the injector fires (the plan's other kinds are the supervisor's)."""

@@ -19,12 +19,13 @@ from chaos.faults.process.schema import ExceptionFault, RandomFault, RankHung, R
 from chaos.faults.signals.schema import DutyCycle, Sigkill, Sigstop, Sigterm
 from chaos.faults.slow.schema import SlowRank
 from chaos.faults.slurm.schema import SlurmKillStep, SlurmRequeue
+from chaos.faults.soak.schema import Soak
 
 FAULT_KINDS = (
     RankHung, RankKilled, RandomFault, ExceptionFault, CollectiveHang, FaultDuringCheckpoint, CheckpointCorrupt,
     Sigterm, Sigkill, Sigstop, DutyCycle, SlowRank, NanLoss, SpikyLoss, NodeKilled, NodeHung, NodeRejoin,
     SlurmKillStep, SlurmRequeue, LocalCheckpointLost, DiskFull, StorageStall, HostOom,
-    Segfault, Abort, GilDeadlock, NetworkPartition, NetworkDegraded, GpuOom,
+    Segfault, Abort, GilDeadlock, NetworkPartition, NetworkDegraded, GpuOom, Soak,
 )
 """Every fault kind a scenario may name (in this order in error messages)."""
 

@@ -45,6 +45,15 @@ class FaultSpec(Strict):
         trainer, which has no injector (a kind that acts inside our trainer's ranks acts from outside then)."""
         return self._planned(self.planned, fault_id, self.rank, rng)
 
+    def plan_all(self, fault_id: str, rng: random.Random, world_size: int, command: bool = False) -> list[PlannedFault]:
+        """Every planned fault this one stands for: itself (a soak stands for many, chaos/faults/soak)."""
+        return [self.plan(fault_id, rng, world_size, command)]
+
+    @property
+    def last_attempt(self) -> int:
+        """The last attempt any of its planned faults strikes in."""
+        return self.attempt
+
     def _planned(self, kind: type[PlannedFault], fault_id: str, rank: int | None, rng: random.Random) -> PlannedFault:
         delay = None if self.after_s is None else self.after_s + 0.2 * rng.random() * self.after_s
         return kind(fault_id=fault_id, rank=rank, attempt=self.attempt, at_step=self.at_step, delay_s=delay, **self._own())

@@ -341,8 +341,8 @@ class Scenario(Strict):
                 yield from (f"faults[{i}].{p}" for p in memory.scenario_problems(self.command is not None))
             if deadline and fault.after_s is not None and fault.after_s >= self.deadline_s:
                 yield f"faults[{i}].after_s: {fault.after_s:g} is past deadline_s ({self.deadline_s:g})"
-            if last is not None and fault.attempt > last:
-                yield f"faults[{i}].attempt: {fault.attempt} is past the run's last attempt ({last}: {why})"
+            if last is not None and fault.last_attempt > last:
+                yield f"faults[{i}].attempt: {fault.last_attempt} is past the run's last attempt ({last}: {why})"
 
     def _check_expect(self) -> Iterator[str]:
         cfg = self.config
@@ -405,6 +405,6 @@ def plan_faults(scenario: Scenario, seed: int) -> list[PlannedFault]:
     """Resolve every random choice of the scenario's faults from `seed`, fault by fault, in order; then the
     preemption signal of a PreemptionPlugin."""
     rng = random.Random(seed)
-    planned = [fault.plan(f"f{i}", rng, scenario.world_size, scenario.command is not None) for i, fault in enumerate(scenario.faults)]
+    planned = [p for i, f in enumerate(scenario.faults) for p in f.plan_all(f"f{i}", rng, scenario.world_size, scenario.command is not None)]
     preemption = preemption_fault(scenario.plugins, scenario.deadline_s, f"f{len(planned)}")
     return planned if preemption is None else [*planned, preemption]
