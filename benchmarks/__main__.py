@@ -1,5 +1,6 @@
 """`python -m benchmarks [--quick] [--suite] [--reps N] [--worlds 1,2,4] [--before DIR] [--out DIR]`;
-`python -m benchmarks mutants [--budget 90s]` (benchmarks/mutants)."""
+`python -m benchmarks mutants [--budget 90s]` (benchmarks/mutants); `python -m benchmarks coverage [--write]`
+(benchmarks/coverage.py)."""
 
 from __future__ import annotations
 
@@ -76,6 +77,10 @@ def main(argv: list[str] | None = None) -> int:
         from benchmarks.mutants.bench import main as mutants
 
         return mutants(argv[1:])
+    if argv[:1] == ["coverage"]:  # which resiliency settings the scenarios exercise under a fault (benchmarks/coverage.py)
+        from benchmarks.coverage import main as coverage
+
+        return coverage(argv[1:])
     try:
         run(parse_args(argv))
     except BenchmarkFailed as e:
