@@ -73,7 +73,8 @@ def judge_folder(
     plan = plan_records(folder.plan) if folder.plan.is_file() else []
     accounting = account(events, plan, _logs(folder))
     events = [e for e in events if e["event"] not in OWN_EVENTS] + record_accounting(run_dir, accounting, events)
-    timeline, metrics = build_timeline(events), compute_metrics(events)
+    retention = scenario.config.checkpoint.most_recent_k if scenario.command is None else -1  # a command's own settings are unknown
+    timeline, metrics = build_timeline(events), compute_metrics(events, retention)
     wanted = scenario.expect.baseline
     baseline_check = None
     if wanted is not None and isinstance(baseline, str):
