@@ -32,3 +32,7 @@ def test_the_command_prints_the_table():
     out = subprocess.run([sys.executable, "-m", "benchmarks", "coverage"], cwd=coverage.ROOT, capture_output=True, text=True, check=True)
     assert "| `checkpoint.most_recent_k` |" in out.stdout
     assert out.stdout.strip() == coverage.generate()
+
+
+def test_every_gap_states_why_it_is_left():
+    assert coverage.open_gaps(coverage.rows([*coverage.catalogue_sources(), *coverage.explore_sources()])) == []
