@@ -213,7 +213,8 @@ def explore_sources() -> Iterator[Source]:
             if s.command is not None:
                 continue
             kinds = tuple(dict.fromkeys(k.type for k in allowed_kinds(s, registry).kinds))
-            values = {row.key: (value_of(s.config, row.key),) for row in SETTINGS}
+            ranges = s.explore.settings if s.explore is not None else {}
+            values = {row.key: tuple(ranges.get(row.key, ())) or (value_of(s.config, row.key),) for row in SETTINGS}
             yield Source(f"explore:{s.name}", kinds, values, explore=True)
 
 

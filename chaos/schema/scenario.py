@@ -73,6 +73,14 @@ def _override_value(value: Any) -> Any:
 OverrideValue = Annotated[bool | int | float | str | None, BeforeValidator(_override_value)]
 
 
+class ExploreOptions(Strict):
+    """What chaos explore draws on this base besides fault schedules (docs/explore.md)."""
+
+    settings: dict[str, Annotated[list[OverrideValue], Field(min_length=1)]] = Field(default_factory=dict)
+    """Trainer settings (dotted keys) and the values explore draws each from; it shrinks them towards the
+    base's own value."""
+
+
 class Scenario(Strict):
     schema_version: Literal[1] = 1
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
@@ -118,6 +126,8 @@ class Scenario(Strict):
     """The recovery fails today for a reason outside the harness (expect.py, KnownFailure)."""
     faults: list[Fault] = Field(default_factory=list)
     expect: Expect = Field(default_factory=Expect)
+    explore: ExploreOptions | None = None
+    """An explore base's settings ranges (the catalogue's runs ignore it)."""
 
     def trainer_overrides(self, run_dir: str | Path = "RUN_DIR") -> list[str]:
         """The trainer's command-line overrides: the scenario's, then the run folder's own paths.
@@ -171,7 +181,7 @@ class Scenario(Strict):
         if not problems:
             problems += self._config_problems()
         if not problems:
-            problems += [*self._check_faults(), *self._check_expect()]
+            problems += [*self._check_faults(), *self._check_expect(), *self._check_explore()]
         slurm = slurm_problems(self.requires == "slurm", self.faults, self.command is not None or self.relaunch, self.slurm, self.expect)
         problems += [*(slurm if self.checked("requires") else ()), *self._check_command(), *self._check_nodes()]
         if self.relaunch_env and not self.relaunch:
@@ -196,6 +206,30 @@ class Scenario(Strict):
             # float field); still a one-line error, never a traceback.
             return [f"trainer: {e}"]
         return []
+
+    def with_settings(self, settings: dict[str, Any]) -> Scenario:
+        """This scenario with trainer `settings` over its own (an explore draw)."""
+        return self.replace(trainer={**self.trainer, **settings}) if settings else self
+
+    def _check_explore(self) -> Iterator[str]:
+        """Every value of every settings range builds a config this world runs (the trainer's own checks)."""
+        if self.explore is None or not self.explore.settings:
+            return
+        if self.command is not None:
+            yield "explore.settings: a `command` runs its own settings; explore can draw none"
+            return
+        for key, values in self.explore.settings.items():
+            if key in RUNNER_KEYS:
+                yield f"explore.settings.{key}: set by the runner (inside the run folder); leave it out"
+                continue
+            if len(set(map(repr, values))) != len(values):
+                yield f"explore.settings.{key}: a value listed twice in {values}"
+            for value in values:
+                try:
+                    load_config(self.recipe, None, [*self.trainer_overrides(), f"{key}={_yaml_scalar(value)}"]).train.global_batch(self.world_size)
+                except ConfigError as e:
+                    yield f"explore.settings.{key}: {show(value)}: {e.problems[0]}"
+                    break
 
     def checked(self, *fields: str) -> bool:
         """Whether none of `fields` is broken (see UNCHECKED): a rule that reads one waits for it."""
