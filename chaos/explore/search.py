@@ -15,30 +15,20 @@ import json
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as seeded
-from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 from chaos.errors import BadInput
 from chaos.explore.invariants import SAYS, broken, evidence, expect_for
 from chaos.explore.observe import Observed, observe
-from chaos.explore.space import (
-    Kind,
-    Ranges,
-    Schedule,
-    Space,
-    allowed_kinds,
-    fault_registry,
-    own_settings,
-    settings_ranges,
-    space_of,
-)
+from chaos.explore.settings import Draws
+from chaos.explore.space import Kind, Schedule, Space, allowed_kinds, fault_registry, space_of
 from chaos.judge.baseline import baseline_key, cache_dir
 from chaos.judge.timeline import load_run
 from chaos.schema.loader import load_scenario
@@ -200,8 +190,7 @@ class Search:
         start: float, estimate: float,
     ):
         self.options, self.base, self.space, self.progress = options, base, space, progress
-        self.ranges: Ranges = settings_ranges(base) if base.command is None else ()
-        self._drawn: dict[tuple[tuple[str, Any], ...], tuple[Scenario, Space]] = {(): (base, space)}
+        self.draws = Draws(base, space)
         self.start, self.estimate = start, estimate
         fits(options, base, estimate)
         self.digest = base_digest(base)
@@ -224,46 +213,12 @@ class Search:
                 out[record.key] = record
         return out
 
-    def drawn(self, settings: tuple[tuple[str, Any], ...]) -> tuple[Scenario, Space]:
-        """The base with drawn settings, and its space (its steps, saves and retention; the kinds it allows)."""
-        if settings not in self._drawn:
-            base = self.base.with_settings(dict(settings))
-            allowed = allowed_kinds(base, fault_registry()).kinds
-            self._drawn[settings] = base, space_of(base, tuple(k for k in self.space.kinds if k in allowed))
-        return self._drawn[settings]
-
-    def strategy(self) -> st.SearchStrategy[Schedule]:
-        """Schedules, each with settings drawn from the base's ranges first (shrunk towards the base's own)."""
-        if not self.ranges:
-            return self.space.strategy()
-
-        def schedules(values: tuple[Any, ...]) -> st.SearchStrategy[Schedule]:
-            settings = own_settings(self.base, self.ranges, values)
-            space = self.drawn(settings)[1]
-            if not space.kinds:
-                return st.nothing()
-            return space.strategy().map(lambda s: replace(s, settings=settings))
-
-        return st.tuples(*(st.sampled_from(values) for _, values in self.ranges)).flatmap(schedules)
-
-    def canonicals(self) -> list[Schedule]:
-        """The canonical schedule on the base, then on the base with each drawn value of each setting in turn
-        (one setting away from the base's own): what a person tries first when a setting is new to them."""
-        out = [self.space.canonical()]
-        for key, values in self.ranges:
-            for value in values:
-                settings = own_settings(self.base, ((key, values),), (value,))
-                space = self.drawn(settings)[1] if settings else None
-                if space is not None and space.kinds:
-                    out.append(replace(space.canonical(), settings=settings))
-        return out
-
     def left(self) -> float:
         return self.options.budget_s - (time.monotonic() - self.start)
 
     def judge(self, schedule: Schedule) -> Record | None:
         """The schedule run and judged (or as judged before); None when the time left fits no run."""
-        base, space = self.drawn(schedule.settings)
+        base, space = self.draws.drawn(schedule.settings)
         faults, expect = [f.to_yaml() for f in schedule.faults], expect_for(base, space, schedule)
         known = self.judged.get(schedule.key) or self.earlier.get(schedule.key)
         if known is not None and known.expect == expect:  # judged against what the invariants say of it now
@@ -329,8 +284,8 @@ def search(session: Search) -> None:
         database=DirectoryBasedExampleDatabase(session.options.out / ".hypothesis"), max_examples=examples, deadline=None,
         suppress_health_check=list(HealthCheck), phases=(Phase.reuse, Phase.generate, Phase.shrink),
         verbosity=Verbosity.quiet, print_blob=False, report_multiple_bugs=False,
-    )(given(session.strategy())(probe)))
-    for canonical in session.canonicals():  # what a person writes first; hypothesis draws and shrinks its own
+    )(given(session.draws.strategy())(probe)))
+    for canonical in session.draws.canonicals():  # what a person writes first; hypothesis draws and shrinks its own
         if session.judge(canonical) is None:
             break
     with contextlib.suppress(InvariantBroken):  # the failures are in the records; smallest() picks from them

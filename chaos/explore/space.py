@@ -364,32 +364,6 @@ def space_of(base: Scenario, kinds: tuple[Kind, ...], observed: Observed | None 
     )
 
 
-Ranges = tuple[tuple[str, tuple[Any, ...]], ...]
-"""A base's explore.settings: each key with its values, the base's own value first (what hypothesis shrinks to)."""
-
-
-def settings_ranges(base: Scenario) -> Ranges:
-    """The base's settings ranges, each with the base's own value first when listed."""
-    if base.explore is None:
-        return ()
-    out = []
-    for key, values in base.explore.settings.items():
-        section, name = key.split(".", 1)
-        own = getattr(getattr(base.config, section), name)
-        out.append((key, tuple(sorted(values, key=lambda v: v != own))))  # stable: the rest in the order given
-    return tuple(out)
-
-
-def own_settings(base: Scenario, ranges: Ranges, drawn: tuple[Any, ...]) -> tuple[tuple[str, Any], ...]:
-    """The drawn values that differ from the base's own (a schedule's ``settings``)."""
-    out = []
-    for (key, _), value in zip(ranges, drawn, strict=True):
-        section, name = key.split(".", 1)
-        if value != getattr(getattr(base.config, section), name):
-            out.append((key, value))
-    return tuple(out)
-
-
 def save_interval(saves: tuple[int, ...]) -> int | None:
     """The interval of a command's observed saves: the first, when every save but a final one is a multiple of it."""
     if not saves:

@@ -17,7 +17,6 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
-    BeforeValidator,
     Field,
     PrivateAttr,
     ValidationInfo,
@@ -36,9 +35,10 @@ from chaos.faults.spec import FaultSpec
 from chaos.schema import command as cmd
 from chaos.schema.expect import HARNESS_VERDICTS, Expect, KnownFailure
 from chaos.schema.ft_options import FTLauncherOptions
+from chaos.schema.overrides import RUNNER_KEYS, ExploreOptions, OverrideValue, settings_problems
 from chaos.schema.plugins import Plugins, apply_plugins, preemption_fault
 from chaos.schema.slurm_options import SlurmOptions, slurm_problems
-from chaos.strict import Strict, rules_broken, show
+from chaos.strict import Strict, rules_broken
 from runlog.layout import RunFolder
 from trainer.config import TrainerConfig
 from trainer.config_base import ConfigError
@@ -51,34 +51,10 @@ class ScenarioError(BadInput):
 
 
 SCHEMA_VERSION = 1
-RUNNER_KEYS = (
-    "checkpoint.save", "checkpoint.non_persistent_local_ckpt_dir", "logger.run_dir", "fault_injection.component",
-    "fault_injection.plan",
-)
-"""Trainer settings the runner sets (paths into the run folder, the injector that fires the plan); a scenario
-may not set them: it never names code to run."""
 UNCHECKED = "unchecked"
 """The validation context's key for the fields left at their defaults because they are broken (parse_scenario)."""
 RULE_INPUTS = frozenset({"recipe", "trainer", "world_size", "nodes", "procs_per_node", "command", "step_pattern"})
 """Fields most cross-field rules read: while one is broken, the rules wait until it is fixed."""
-
-
-def _override_value(value: Any) -> Any:
-    finite = isinstance(value, float) and math.isfinite(value)
-    if value is None or finite or isinstance(value, (bool, int, str)):
-        return value
-    raise ValueError(f"must be a number, a string, true, false or null, got {show(value)}")
-
-
-OverrideValue = Annotated[bool | int | float | str | None, BeforeValidator(_override_value)]
-
-
-class ExploreOptions(Strict):
-    """What chaos explore draws on this base besides fault schedules (docs/explore.md)."""
-
-    settings: dict[str, Annotated[list[OverrideValue], Field(min_length=1)]] = Field(default_factory=dict)
-    """Trainer settings (dotted keys) and the values explore draws each from; it shrinks them towards the
-    base's own value."""
 
 
 class Scenario(Strict):
@@ -127,13 +103,10 @@ class Scenario(Strict):
     faults: list[Fault] = Field(default_factory=list)
     expect: Expect = Field(default_factory=Expect)
     explore: ExploreOptions | None = None
-    """An explore base's settings ranges (the catalogue's runs ignore it)."""
 
     def trainer_overrides(self, run_dir: str | Path = "RUN_DIR") -> list[str]:
-        """The trainer's command-line overrides: the scenario's, then the run folder's own paths.
-
-        Values are written as YAML scalars, so the trainer reads back exactly the scenario's values.
-        """
+        """The trainer's command-line overrides: the scenario's, then the run folder's own paths. Values are
+        written as YAML scalars, so the trainer reads back exactly the scenario's values."""
         folder = RunFolder(Path(run_dir))
         own = {
             "checkpoint.save": str(folder.checkpoints), "checkpoint.non_persistent_local_ckpt_dir": str(folder.local_checkpoints),
@@ -181,7 +154,8 @@ class Scenario(Strict):
         if not problems:
             problems += self._config_problems()
         if not problems:
-            problems += [*self._check_faults(), *self._check_expect(), *self._check_explore()]
+            drawn = settings_problems(self.explore, self.command is not None, self._with_setting)
+            problems += [*self._check_faults(), *self._check_expect(), *drawn]
         slurm = slurm_problems(self.requires == "slurm", self.faults, self.command is not None or self.relaunch, self.slurm, self.expect)
         problems += [*(slurm if self.checked("requires") else ()), *self._check_command(), *self._check_nodes()]
         if self.relaunch_env and not self.relaunch:
@@ -207,29 +181,10 @@ class Scenario(Strict):
             return [f"trainer: {e}"]
         return []
 
-    def with_settings(self, settings: dict[str, Any]) -> Scenario:
-        """This scenario with trainer `settings` over its own (an explore draw)."""
-        return self.replace(trainer={**self.trainer, **settings}) if settings else self
-
-    def _check_explore(self) -> Iterator[str]:
-        """Every value of every settings range builds a config this world runs (the trainer's own checks)."""
-        if self.explore is None or not self.explore.settings:
-            return
-        if self.command is not None:
-            yield "explore.settings: a `command` runs its own settings; explore can draw none"
-            return
-        for key, values in self.explore.settings.items():
-            if key in RUNNER_KEYS:
-                yield f"explore.settings.{key}: set by the runner (inside the run folder); leave it out"
-                continue
-            if len(set(map(repr, values))) != len(values):
-                yield f"explore.settings.{key}: a value listed twice in {values}"
-            for value in values:
-                try:
-                    load_config(self.recipe, None, [*self.trainer_overrides(), f"{key}={_yaml_scalar(value)}"]).train.global_batch(self.world_size)
-                except ConfigError as e:
-                    yield f"explore.settings.{key}: {show(value)}: {e.problems[0]}"
-                    break
+    def _with_setting(self, key: str, value: Any) -> None:
+        """Build the config with one more override (an explore draw); ConfigError when this world cannot run it."""
+        drawn = self.model_copy(update={"trainer": {**self.trainer, key: value}})
+        load_config(self.recipe, None, drawn.trainer_overrides()).train.global_batch(self.world_size)
 
     def checked(self, *fields: str) -> bool:
         """Whether none of `fields` is broken (see UNCHECKED): a rule that reads one waits for it."""

@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import seed as seeded
 
 from chaos.explore.invariants import broken, expect_for
+from chaos.explore.settings import Draws
 from chaos.explore.space import KINDS, Kind, allowed_kinds, fault_registry, space_of
 from chaos.schema.loader import load_scenario
 
@@ -167,15 +168,8 @@ def test_irregular_saves_are_refused_by_name():
 RETENTION_BASE = "benchmarks/mutants/bases/mutant_retention.yaml"
 
 
-def session(tmp_path: Path):
-    from chaos.explore.search import Options, Search
-
-    base, sp = space(RETENTION_BASE)
-    return Search(Options(ROOT / RETENTION_BASE, 600, 0, tmp_path), base, sp, None, 0.0, 20.0)
-
-
-def test_settings_ranges_put_the_base_value_first_and_schedules_name_only_those_drawn_away(tmp_path):
-    search = session(tmp_path)
+def test_settings_ranges_put_the_base_value_first_and_schedules_name_only_those_drawn_away():
+    search = Draws(*space(RETENTION_BASE))
     assert search.ranges == (("checkpoint.most_recent_k", (-1, 1, 2)), ("checkpoint.async_save", (False, True)),
                              ("dataset.num_workers", (0, 2)))
     assert [c.settings for c in search.canonicals()] == [
@@ -203,7 +197,7 @@ def test_retention_is_modelled_a_corrupted_one_of_k_leaves_the_others():
     base = load_scenario(ROOT / RETENTION_BASE)
     kill, corrupt = KIND["rank_killed"], KIND["checkpoint_corrupt(truncate)"]
     for k, lost in ((1, 6), (2, 2), (-1, 2)):
-        sp = space_of(base.with_settings({"checkpoint.most_recent_k": k}), (kill, corrupt))
+        sp = space_of(base.replace(trainer={**base.trainer, "checkpoint.most_recent_k": k}), (kill, corrupt))
         schedule = sp.schedule([(kill, 0, 7)], [(corrupt, 1)])
         assert schedule.lost_allowed == lost, k
         assert expect_for(base, sp, schedule)["stale_resumes"] == {"max": 0}
