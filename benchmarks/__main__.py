@@ -1,6 +1,7 @@
 """`python -m benchmarks [--quick] [--suite] [--reps N] [--worlds 1,2,4] [--before DIR] [--out DIR]`;
 `python -m benchmarks mutants [--budget 90s]` (benchmarks/mutants); `python -m benchmarks attribution [--runs DIR]
-[--launch]` (benchmarks/attribution.py); `python -m benchmarks forecast` (benchmarks/forecast.py)."""
+[--launch]` (benchmarks/attribution.py); `python -m benchmarks forecast` (benchmarks/forecast.py);
+`python -m benchmarks coverage [--write]` (benchmarks/coverage.py)."""
 
 from __future__ import annotations
 
@@ -85,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         from benchmarks.forecast import main as forecast
 
         return forecast(argv[1:])
+    if argv[:1] == ["coverage"]:  # which resiliency settings the scenarios exercise under a fault (benchmarks/coverage.py)
+        from benchmarks.coverage import main as coverage
+
+        return coverage(argv[1:])
     try:
         run(parse_args(argv))
     except BenchmarkFailed as e:

@@ -352,7 +352,7 @@ class Checkpointer:
         os.rename(tmp, final)
         _fsync_dir(self.root)
         atomic_write_text(self.root / TRACKER, f"{iteration}\n")
-        self._prune()
+        self._prune(iteration)
 
     def _log_end(self, iteration: int, started: float, is_async: bool) -> None:
         path = str(iteration_dir(self.root, iteration))
@@ -367,9 +367,13 @@ class Checkpointer:
         for c in self.components:
             c.on_load(phase, checkpoints)
 
-    def _prune(self) -> None:
+    def _prune(self, sealed: int) -> None:
+        """Keep the newest most_recent_k checkpoints up to the one just `sealed`. A newer folder is one a load
+        rejected as corrupt (the run resumed from an older one): it is no checkpoint retention keeps, and
+        counted as one it would prune the checkpoint just sealed in its place."""
         if self.cfg.most_recent_k > 0:
-            for _, folder in list_checkpoints(self.root)[self.cfg.most_recent_k :]:
+            kept = [folder for iteration, folder in list_checkpoints(self.root) if iteration <= sealed]
+            for folder in kept[self.cfg.most_recent_k :]:
                 shutil.rmtree(folder, ignore_errors=True)
 
     def poll(self) -> None:

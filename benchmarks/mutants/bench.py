@@ -149,6 +149,8 @@ def table(results: list[MutantResult], budget: str) -> str:
         inv = f"{first['invariant']}, {first['time_to_find_s']:.0f} s ({first['reproduced']})" if first else (
             f"error: {r.explore['error']}" if "error" in r.explore else "survived")
         shrunk = "; ".join("{" + ", ".join(f"{k}: {v}" for k, v in f.items()) + "}" for f in first["schedule"]) if first else ""
+        if first and first.get("settings"):  # drawn from the base's explore.settings
+            shrunk += " with " + ", ".join(f"{k}: {v}" for k, v in first["settings"].items())
         lines.append(f"| {r.name} | {r.bug} | {scen} | {inv} | {shrunk} | {r.explore.get('schedules_judged', 0)} |")
     return "\n".join(lines)
 

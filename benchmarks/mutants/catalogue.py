@@ -79,4 +79,31 @@ MUTANTS = (
     Mutant("hashes_not_verified", "a checkpoint's files are checked by size only, not by hash, on load", "trainer/checkpoint.py",
            "reason = verify(folder, self.cfg.verify_on_load)", "reason = verify(folder, False)",
            ("checkpoint_corrupt", "checkpoint_garbled_w1"), "mutant_sync"),
+    Mutant("retention_keeps_one_fewer", "retention keeps k - 1 checkpoints (with k 1, the one just sealed is pruned)",
+           "trainer/checkpoint.py", "for folder in kept[self.cfg.most_recent_k :]:", "for folder in kept[self.cfg.most_recent_k - 1 :]:",
+           ("retention_k1_save_killed", "retention_k2_corrupt_newest"), "mutant_retention"),
+    Mutant("retention_room_before_save", "retention makes room first: a save prunes to k - 1 before it writes, so a save "
+           "that fails or is killed leaves one checkpoint fewer (none with k 1)", "trainer/checkpoint.py",
+           "        final = iteration_dir(self.root, iteration)\n        tmp = final.with_name",
+           "        if self.rank == 0 and self.cfg.most_recent_k > 0:\n"
+           "            for _, old in list_checkpoints(self.root)[self.cfg.most_recent_k - 1 :]:\n"
+           "                shutil.rmtree(old, ignore_errors=True)\n"
+           "        final = iteration_dir(self.root, iteration)\n        tmp = final.with_name",
+           ("retention_k1_save_killed", "retention_k2_disk_full"), "mutant_retention"),
+    Mutant("retention_counts_rejected", "retention counts a newer checkpoint a load rejected as one of the k (the trainer's "
+           "bug before 2026-12-06)", "trainer/checkpoint.py",
+           "kept = [folder for iteration, folder in list_checkpoints(self.root) if iteration <= sealed]",
+           "kept = [folder for _, folder in list_checkpoints(self.root)]",
+           ("retention_k1_corrupt_then_killed",), "mutant_retention"),
+    Mutant("verify_off_skips_sizes", "checkpoint.verify_on_load false skips the size check too, not only the hashes",
+           "trainer/checkpoint.py", "reason = verify(folder, self.cfg.verify_on_load)",
+           "reason = verify(folder) if self.cfg.verify_on_load else None",
+           ("checkpoint_truncated_verify_off",), "mutant_sync"),
+    Mutant("local_atomic_writes_a_share", "local checkpoints with algo atomic write only the share fully_parallel would "
+           "(and read back only their own)", "trainer/local_checkpoint.py",
+           '        if self.cfg.non_persistent_local_ckpt_algo == "atomic":\n            return dict(tensors), common\n', "",
+           ("local_checkpoint_atomic_killed",), "mutant_sync"),
+    Mutant("workers_ignore_resume", "the data-loader workers start from the first batch, not the resumed position "
+           "(dataset.num_workers > 0)", "trainer/data.py", "sampler=_From(self.index)", "sampler=_From(0)",
+           ("dataloader_sigterm",), "mutant_retention"),
 )

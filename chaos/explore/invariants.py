@@ -32,6 +32,9 @@ INVARIANTS = (
               "bit for bit", ("baseline",)),
     Invariant("lost_steps", "the first fault costs no more steps than the checkpoint settings allow (back to the "
               "newest checkpoint surely sealed)", ("lost_steps",)),
+    Invariant("retention", "a restart resumes from the newest of the last checkpoint.most_recent_k sealed checkpoints "
+              "that no fault destroyed, never from a pruned one; losing all k is a failure only when a fault destroyed them",
+              ("stale_resumes",)),
     Invariant("no_corrupt_load", "a checkpoint is rejected as corrupt only when one was corrupted on purpose, "
               "and then it is", ("checkpoints_rejected",)),
     Invariant("failures_explained", "every failure is explained by an injected fault, every restart by a strike, "
@@ -53,6 +56,8 @@ def expect_for(base: Scenario, space: Space, schedule: Schedule) -> dict[str, An
     expect: dict[str, Any] = {"restarts": restarts, "faults_injected": len(schedule.faults)}
     if ours:
         expect["checkpoints_rejected"] = {"min": 1} if corrupted else {"max": 0}
+        if restarts:
+            expect["stale_resumes"] = {"max": 0}
     if restarts and (ours or space.save_interval):  # lost steps are counted at the first restart
         expect["lost_steps"] = {"max": schedule.lost_allowed if ours else command_lost_allowed(space)}
     if survives:

@@ -56,6 +56,7 @@ def summary(result: Exploration) -> str:
         lines += [
             f"  FOUND {f.invariant}: {f.says}",
             f"    schedule:   {_faults(f.schedule)}",
+            *([f"    settings:   {_settings(f.settings)}"] if f.settings else []),
             f"    evidence:   {f.evidence}",
             f"    reproduces: {f.reproduced} ({sum(f.reruns)}/{len(f.reruns)} reruns); found after {f.time_to_find_s:.0f} s, "
             f"{f.shrunk_from} failing schedules",
@@ -69,6 +70,11 @@ def summary(result: Exploration) -> str:
         lines.append("  (the budget ended the shrinking: a found schedule is the smallest failure seen by then)")
     lines += [f"  summary: {r['summary']}", f"  picture: {r['picture']}"]
     return "\n".join(lines)
+
+
+def _settings(settings: dict[str, Any]) -> str:
+    """The trainer settings a finding needs (drawn away from the base's), as its scenario file's trainer: states them."""
+    return ", ".join(f"{k}: {v}" for k, v in settings.items())
 
 
 def _percent(ratio: float | None) -> str:
@@ -97,7 +103,8 @@ def write_markdown(result: Exploration) -> Path:
     for f in result.found:
         lines += [
             f"### {f.invariant}", "", f"{f.says}.", "",
-            f"- schedule: `{_faults(f.schedule)}`", f"- evidence: {f.evidence}",
+            f"- schedule: `{_faults(f.schedule)}`", *([f"- settings: `{_settings(f.settings)}`"] if f.settings else []),
+            f"- evidence: {f.evidence}",
             f"- reproduces: {f.reproduced} ({sum(f.reruns)}/{len(f.reruns)} reruns)",
             f"- scenario: `{f.scenario}` (`python -m chaos run {f.scenario}`)",
             f"- run folder: `{f.run_dir}`, picture `{f.picture}`",

@@ -27,6 +27,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from chaos.errors import BadInput
 from chaos.explore.invariants import SAYS, broken, evidence, expect_for
 from chaos.explore.observe import Observed, observe
+from chaos.explore.settings import Draws
 from chaos.explore.space import Kind, Schedule, Space, allowed_kinds, fault_registry, space_of
 from chaos.judge.baseline import baseline_key, cache_dir
 from chaos.judge.timeline import load_run
@@ -74,6 +75,8 @@ class Record:
     size: tuple[int, ...] = ()
     cells: tuple[tuple[str, str], ...] = ()
     """Its faults on the step x fault-kind grid."""
+    settings: dict[str, Any] = field(default_factory=dict)
+    """The trainer settings it ran with away from the base's own (drawn from ``explore.settings``)."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,8 @@ class Found:
     reruns: list[bool]
     time_to_find_s: float
     shrunk_from: int
+    settings: dict[str, Any] = field(default_factory=dict)
+    """The trainer settings it needs away from the base's own (drawn from ``explore.settings``)."""
 
 
 @dataclass
@@ -185,6 +190,7 @@ class Search:
         start: float, estimate: float,
     ):
         self.options, self.base, self.space, self.progress = options, base, space, progress
+        self.draws = Draws(base, space)
         self.start, self.estimate = start, estimate
         fits(options, base, estimate)
         self.digest = base_digest(base)
@@ -212,7 +218,8 @@ class Search:
 
     def judge(self, schedule: Schedule) -> Record | None:
         """The schedule run and judged (or as judged before); None when the time left fits no run."""
-        faults, expect = [f.to_yaml() for f in schedule.faults], expect_for(self.base, self.space, schedule)
+        base, space = self.draws.drawn(schedule.settings)
+        faults, expect = [f.to_yaml() for f in schedule.faults], expect_for(base, space, schedule)
         known = self.judged.get(schedule.key) or self.earlier.get(schedule.key)
         if known is not None and known.expect == expect:  # judged against what the invariants say of it now
             self.judged[schedule.key] = known
@@ -222,13 +229,13 @@ class Search:
             self.cut = self.cut or any(r.broken for r in self.judged.values())
             return None
         t0 = time.monotonic()
-        scenario = self.base.replace(name=f"{self.base.name}-explore", faults=faults, expect=expect, known_failure=None)
+        scenario = base.replace(name=f"{self.base.name}-explore", faults=faults, expect=expect, known_failure=None, explore=None)
         outcome = run_scenario(scenario, self.options.out / "runs", progress=None)
         run_s = time.monotonic() - t0
         now = time.monotonic()
         record = Record(
             schedule.key, faults, expect, broken(outcome.journal), str(outcome.run_dir), run_s, now - self.last_end,
-            now - self.start, size=schedule.size(), cells=tuple(f.cell for f in schedule.faults),
+            now - self.start, size=schedule.size(), cells=tuple(f.cell for f in schedule.faults), settings=dict(schedule.settings),
         )
         self.judged[schedule.key] = record
         with self.log.open("a") as f:
@@ -256,8 +263,8 @@ class InvariantBroken(AssertionError):
 
 
 def search(session: Search) -> None:
-    """Judge the canonical schedule, then let hypothesis draw, judge and shrink until its examples or the
-    budget run out."""
+    """Judge the canonical schedules (the base's, then one per drawn setting value), then let hypothesis draw,
+    judge and shrink until its examples or the budget run out."""
     crash: list[BaseException] = []
 
     def probe(schedule: Schedule) -> None:
@@ -277,8 +284,10 @@ def search(session: Search) -> None:
         database=DirectoryBasedExampleDatabase(session.options.out / ".hypothesis"), max_examples=examples, deadline=None,
         suppress_health_check=list(HealthCheck), phases=(Phase.reuse, Phase.generate, Phase.shrink),
         verbosity=Verbosity.quiet, print_blob=False, report_multiple_bugs=False,
-    )(given(session.space.strategy())(probe)))
-    session.judge(session.space.canonical())  # what a person writes first; hypothesis draws and shrinks its own
+    )(given(session.draws.strategy())(probe)))
+    for canonical in session.draws.canonicals():  # what a person writes first; hypothesis draws and shrinks its own
+        if session.judge(canonical) is None:
+            break
     with contextlib.suppress(InvariantBroken):  # the failures are in the records; smallest() picks from them
         test()
     if crash:
@@ -302,6 +311,9 @@ def write_found(session: Search, invariants: list[str], record: Record) -> Path:
     name = f"found_{invariants[0]}_{hashlib.sha256(record.key.encode()).hexdigest()[:6]}"
     raw = yaml.safe_load(session.options.base.read_text())
     raw.pop("known_failure", None)
+    raw.pop("explore", None)
+    if record.settings:  # the settings it needs, over the base's own
+        raw["trainer"] = {**(raw.get("trainer") or {}), **record.settings}
     if session.base.command is not None:
         raw["command"] = session.base.command  # resolved against the base's folder, not found/
     says = "; ".join(SAYS.get(i, i) for i in invariants)
@@ -353,7 +365,7 @@ def explore(options: Options, progress: Callable[[str], None] | None = print) ->
         result.found.append(Found(
             invariant, SAYS.get(invariant, invariant), str(path), record.faults, record.run_dir,
             str(RunFolder(Path(record.run_dir)).picture), evidence(_journal(record), invariant), reproduced, again,
-            first, count,
+            first, count, record.settings,
         ))
     result.seconds = time.monotonic() - session.start
     return result

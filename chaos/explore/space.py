@@ -105,6 +105,8 @@ class Schedule:
     faults: tuple[Fault, ...]
     lost_allowed: int
     """Steps the first strike may cost by the checkpoint settings (the newest checkpoint surely sealed)."""
+    settings: tuple[tuple[str, Any], ...] = ()
+    """The trainer settings drawn away from the base's own (its ``explore.settings``), in the base's order."""
 
     @property
     def strikes(self) -> int:
@@ -112,12 +114,14 @@ class Schedule:
 
     @property
     def key(self) -> str:
-        return "; ".join(f.short for f in self.faults)
+        drawn = f"[{', '.join(f'{k}={v}' for k, v in self.settings)}] " if self.settings else ""
+        return drawn + "; ".join(f.short for f in self.faults)
 
     def size(self) -> tuple[int, ...]:
-        """Hypothesis's notion of simpler, for picking the smallest of several failing schedules."""
-        return (len(self.faults), sum(f.at_step or 0 for f in self.faults), sum(f.rank for f in self.faults),
-                sum(f.attempt for f in self.faults))
+        """Hypothesis's notion of simpler, for picking the smallest of several failing schedules: fewer faults,
+        fewer settings away from the base's, earlier steps, lower ranks, earlier attempts."""
+        return (len(self.faults), len(self.settings), sum(f.at_step or 0 for f in self.faults),
+                sum(f.rank for f in self.faults), sum(f.attempt for f in self.faults))
 
 
 @dataclass(frozen=True)
@@ -142,6 +146,8 @@ class Space:
     async_save: bool
     max_restarts: int
     kinds: tuple[Kind, ...]
+    most_recent_k: int = -1
+    """Checkpoint retention: only the newest k sealed checkpoints are kept (-1: all)."""
     dense: bool = False
     """Where its checkpoints are not known (a `command` that shows none), every step is one that matters."""
 
@@ -197,7 +203,12 @@ class Space:
         else:
             sealed = {c for c in self.persistent_steps() if start < c <= reached and c != killed_save}
         local = {c for c in self.local_steps() if start < c <= reached and c != killed_save}
-        return Progress(before.persistent | sealed, before.local | local)
+        return Progress(self._kept(before.persistent | sealed), before.local | local)
+
+    def _kept(self, persistent: frozenset[int] | set[int]) -> frozenset[int]:
+        """What retention keeps of the checkpoints surely sealed: the newest most_recent_k (a newer one that was
+        sealed but not surely so only makes the resume newer)."""
+        return frozenset(sorted(persistent)[-self.most_recent_k:] if self.most_recent_k > 0 else persistent)
 
     def schedule(self, strikes: Iterable[tuple[Kind, int, int]], loads: Iterable[tuple[Kind, int]]) -> Schedule:
         """A drawn schedule made valid: strikes (kind, rank, step) in attempt order, each at a step no earlier
@@ -349,7 +360,7 @@ def space_of(base: Scenario, kinds: tuple[Kind, ...], observed: Observed | None 
     return Space(
         world_size=base.world_size, train_iters=base.config.train.train_iters, save_interval=c.save_interval,
         local_interval=c.non_persistent_save_interval if c.local else None, async_save=c.async_save,
-        max_restarts=base.max_restarts, kinds=kinds,
+        max_restarts=base.max_restarts, kinds=kinds, most_recent_k=c.most_recent_k,
     )
 
 

@@ -67,6 +67,7 @@ EXPECTATIONS: dict[str, Expectation] = {
     "steps_during_stall": _limit("steps_during_stall", "rank-0 steps completed while the run's storage was stopped"),
     "faults_injected": _limit("faults_injected", "faults that fired, in the trainer or from the runner"),
     "checkpoints_rejected": _limit("checkpoints_rejected", "checkpoints the trainer found corrupt on load and skipped"),
+    "stale_resumes": _limit("stale_resumes", "restarts that resumed from another checkpoint than the newest one retention keeps"),
     "checkpoints_saved": _equal("checkpoints_saved", "the iterations rank 0 saved a checkpoint of, in order (a failed save is not one)"),
     "preemption_saved": _equal("preemption_saved", "a checkpoint was sealed within the first SIGTERM's grace period"),
     "grace_killed": _equal("grace_killed", "the runner SIGKILLed processes that outlived a SIGTERM's grace"),

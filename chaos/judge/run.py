@@ -85,7 +85,8 @@ def judge_folder(
     events = sorted(events + claims, key=lambda e: e["mono"])
     armed = armed_sources(events, dict(scenario.trainer), scenario.launcher, scenario.flight_recorder, scenario.command is not None)
     attributions = attribute(events, claims, armed, plan)
-    timeline, metrics = build_timeline(events), launcher_metrics(compute_metrics(events), scenario, folder)
+    retention = scenario.config.checkpoint.most_recent_k if scenario.command is None else -1  # a command's own settings are unknown
+    timeline, metrics = build_timeline(events), launcher_metrics(compute_metrics(events, retention), scenario, folder)
     wanted = scenario.expect.baseline
     baseline_check = None
     if wanted is not None and isinstance(baseline, str):

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.judge.recovery import RANK_DETECTIONS, RUNNER_DETECTIONS, fault_metrics, last_fault_metrics
+from chaos.judge.retention import stale_resumes
 from runlog import names
 from runlog.reader import read_events
 
@@ -134,6 +135,8 @@ class Metrics:
     """The job's exit code in Slurm's record, `code:signal`."""
     resume_source: str | None = None
     """What the first later attempt after the fault resumed from: local, persistent or none."""
+    stale_resumes: int | None = None
+    """Restarts that resumed from another checkpoint than the newest one retention keeps (chaos/judge/retention.py)."""
     timeout_won: str | None = None
     """Which timeout acted first on the fault: nccl_watchdog, inprocess or ft_launcher (None: none did)."""
     worker_signal: str | None = None
@@ -164,7 +167,8 @@ def build_timeline(events: Iterable[Event]) -> Timeline:
     return Timeline(start, marks, steps, {**(first_start.get("versions") or {}), **platform})
 
 
-def compute_metrics(events: Iterable[Event]) -> Metrics:
+def compute_metrics(events: Iterable[Event], most_recent_k: int = -1) -> Metrics:
+    """The run's metrics; `most_recent_k`: the checkpoint retention its config promises (-1: keep all)."""
     ordered = _ordered(events)
     lineage = final_lineage(ordered)
     wall = _wall_seconds(ordered)
@@ -186,6 +190,7 @@ def compute_metrics(events: Iterable[Event]) -> Metrics:
         start_s=_start_s(ordered),
         faults_injected=sum(1 for e in ordered if e["event"] == names.FAULT_INJECTED),
         checkpoints_rejected=sum(1 for e in ordered if _on_rank0(e, names.CHECKPOINT_CORRUPT)),
+        stale_resumes=stale_resumes(ordered, most_recent_k),
         **_preemption_metrics(ordered),
         steps_during_async_save=_steps_during_async_saves(ordered),
         steps_during_stall=_steps_during_stalls(ordered),

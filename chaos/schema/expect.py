@@ -166,6 +166,9 @@ class Expect(Strict):
     """Faults that fired (in the trainer or from the runner): compound scenarios check every one did."""
     checkpoints_rejected: Limit | None = None
     """Checkpoints the trainer found corrupt on load and skipped."""
+    stale_resumes: Limit | None = None
+    """Restarts that resumed from another checkpoint than the newest that retention (checkpoint.most_recent_k)
+    keeps and no fault destroyed: a pruned or skipped one (max 0)."""
     checkpoints_saved: tuple[Annotated[int, Field(ge=1)], ...] | None = None
     """The iterations rank 0 saved a checkpoint of, in order, every attempt's: a failed (skipped) save is not one."""
     preemption_saved: bool | None = None

@@ -17,7 +17,6 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
-    BeforeValidator,
     Field,
     PrivateAttr,
     ValidationInfo,
@@ -36,9 +35,10 @@ from chaos.faults.spec import FaultSpec
 from chaos.schema import command as cmd
 from chaos.schema.expect import HARNESS_VERDICTS, Expect, KnownFailure
 from chaos.schema.ft_options import FTLauncherOptions
+from chaos.schema.overrides import RUNNER_KEYS, ExploreOptions, OverrideValue, settings_problems
 from chaos.schema.plugins import Plugins, apply_plugins, preemption_fault
 from chaos.schema.slurm_options import SlurmOptions, slurm_problems
-from chaos.strict import Strict, rules_broken, show
+from chaos.strict import Strict, rules_broken
 from runlog.layout import RunFolder
 from trainer.config import TrainerConfig
 from trainer.config_base import ConfigError
@@ -51,26 +51,10 @@ class ScenarioError(BadInput):
 
 
 SCHEMA_VERSION = 1
-RUNNER_KEYS = (
-    "checkpoint.save", "checkpoint.non_persistent_local_ckpt_dir", "logger.run_dir", "fault_injection.component",
-    "fault_injection.plan",
-)
-"""Trainer settings the runner sets (paths into the run folder, the injector that fires the plan); a scenario
-may not set them: it never names code to run."""
 UNCHECKED = "unchecked"
 """The validation context's key for the fields left at their defaults because they are broken (parse_scenario)."""
 RULE_INPUTS = frozenset({"recipe", "trainer", "world_size", "nodes", "procs_per_node", "command", "step_pattern"})
 """Fields most cross-field rules read: while one is broken, the rules wait until it is fixed."""
-
-
-def _override_value(value: Any) -> Any:
-    finite = isinstance(value, float) and math.isfinite(value)
-    if value is None or finite or isinstance(value, (bool, int, str)):
-        return value
-    raise ValueError(f"must be a number, a string, true, false or null, got {show(value)}")
-
-
-OverrideValue = Annotated[bool | int | float | str | None, BeforeValidator(_override_value)]
 
 
 class Scenario(Strict):
@@ -119,12 +103,11 @@ class Scenario(Strict):
     """The recovery fails today for a reason outside the harness (expect.py, KnownFailure)."""
     faults: list[Fault] = Field(default_factory=list)
     expect: Expect = Field(default_factory=Expect)
+    explore: ExploreOptions | None = None
 
     def trainer_overrides(self, run_dir: str | Path = "RUN_DIR") -> list[str]:
-        """The trainer's command-line overrides: the scenario's, then the run folder's own paths.
-
-        Values are written as YAML scalars, so the trainer reads back exactly the scenario's values.
-        """
+        """The trainer's command-line overrides: the scenario's, then the run folder's own paths. Values are
+        written as YAML scalars, so the trainer reads back exactly the scenario's values."""
         folder = RunFolder(Path(run_dir))
         own = {
             "checkpoint.save": str(folder.checkpoints), "checkpoint.non_persistent_local_ckpt_dir": str(folder.local_checkpoints),
@@ -172,7 +155,8 @@ class Scenario(Strict):
         if not problems:
             problems += self._config_problems()
         if not problems:
-            problems += [*self._check_faults(), *self._check_expect()]
+            drawn = settings_problems(self.explore, self.command is not None, self._with_setting)
+            problems += [*self._check_faults(), *self._check_expect(), *drawn]
         slurm = slurm_problems(self.requires == "slurm", self.faults, self.command is not None or self.relaunch, self.slurm, self.expect)
         problems += [*(slurm if self.checked("requires") else ()), *self._check_command(), *self._check_nodes()]
         if self.relaunch_env and not self.relaunch:
@@ -197,6 +181,11 @@ class Scenario(Strict):
             # float field); still a one-line error, never a traceback.
             return [f"trainer: {e}"]
         return []
+
+    def _with_setting(self, key: str, value: Any) -> None:
+        """Build the config with one more override (an explore draw); ConfigError when this world cannot run it."""
+        drawn = self.model_copy(update={"trainer": {**self.trainer, key: value}})
+        load_config(self.recipe, None, drawn.trainer_overrides()).train.global_batch(self.world_size)
 
     def checked(self, *fields: str) -> bool:
         """Whether none of `fields` is broken (see UNCHECKED): a rule that reads one waits for it."""

@@ -68,7 +68,8 @@ def unrunnable(scenario: Scenario, device: str | None) -> str | None:
         return f"{scenario.name} sets ft.{', ft.'.join(lacking)}, which NVRx {nvrx_compat.VERSION}'s ft_launcher lacks (NVRx 0.7 has it)"
     missing = [name for name in scenario.needs if not installed(name)]
     if missing:
-        return f"{scenario.name} needs {', '.join(missing)}, not installed here (tools/megatron-gpu-setup.sh on a GPU machine)"
+        how = "tools/megatron-gpu-setup.sh" + (", tools/te-gpu-stage.sh" if "transformer-engine" in missing else "")
+        return f"{scenario.name} needs {', '.join(missing)}, not installed here ({how} on a GPU machine)"
     on_cuda = device == "cuda" if device is not None else _on_cuda_by_itself(scenario)
     if scenario.requires == "gpu" and not on_cuda:
         return f"{scenario.name} needs CUDA GPUs (requires: gpu): run it with nox -s gpu on a GPU machine"

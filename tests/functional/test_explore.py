@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from benchmarks.mutants.bench import project_copy
-from benchmarks.mutants.catalogue import Mutant
+from benchmarks.mutants.catalogue import MUTANTS, Mutant
 from chaos.judge.baseline import cache_dir
 from trainer.config import cuda_available
 
@@ -79,16 +79,36 @@ def test_a_planted_bug_is_found_shrunk_and_reproduced_by_chaos_run(tmp_path):
     assert clean.returncode == 0, clean.stdout  # the bug, not the schedule's expectations
 
 
+def test_a_retention_bug_behind_a_setting_is_found_when_the_base_draws_the_setting(tmp_path):
+    """The base keeps every checkpoint; its explore.settings draw retention 1 too. The planted bug (retention
+    keeps k - 1) runs only there: explore finds it, and the found scenario file states the setting."""
+    mutant = next(m for m in MUTANTS if m.name == "retention_keeps_one_fewer")
+    tree = project_copy(mutant, tmp_path / "tree", committed=False)
+    base = base_file(tmp_path, explore={"settings": {"checkpoint.most_recent_k": [-1, 1]}})
+    proc = chaos(tree, "explore", str(base), "--budget", "150s", "--faults", "rank_killed", "--reruns", "1",
+                 "--out", str(tmp_path / "explore"), "--json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    found = {f["invariant"]: f for f in json.loads(proc.stdout)["found"]}
+    assert "retention" in found, found
+    assert found["retention"]["settings"] == {"checkpoint.most_recent_k": 1}
+    scenario = yaml.safe_load(Path(found["retention"]["scenario"]).read_text())
+    assert scenario["trainer"]["checkpoint.most_recent_k"] == 1 and "explore" not in scenario
+    clean = chaos(PROJECT_ROOT, "run", found["retention"]["scenario"], "--out", str(tmp_path / "clean"))
+    assert clean.returncode == 0, clean.stdout  # the bug, not the schedule's expectations
+
+
 @pytest.mark.parametrize(("change", "args", "says"), [
     ({"world_size": 0}, (), "world_size: must be greater than or equal to 1, got 0"),
     ({}, ("--budget", "1s"), "--budget: 1 s cannot fit one run of explore_tiny"),
     ({}, ("--budget", "ten"), "--budget: 'ten' is not a duration"),
     ({}, ("--faults", "rank_killed,bogus"), "--faults: unknown fault type 'bogus'"),
+    ({"explore": {"settings": {"checkpoint.most_recent_k": [1, 0]}}}, (),
+     "explore.settings.checkpoint.most_recent_k: 0: checkpoint.most_recent_k: -1 (keep all) or >= 1, got 0"),
     ({"trainer": {"train.train_iters": 4}}, ("--faults", "checkpoint_corrupt"),
      "--faults: checkpoint_corrupt cannot be explored on explore_tiny.yaml"),
     pytest.param({"requires": "gpu"}, (), "explore_tiny needs CUDA GPUs (requires: gpu)", marks=pytest.mark.skipif(
         cuda_available(), reason="a GPU machine runs a requires: gpu base")),
-], ids=["invalid-base", "budget-too-small", "budget-not-a-duration", "unknown-fault", "fault-not-on-this-base", "gpu-base-on-cpu"])
+], ids=["invalid-base", "budget-too-small", "budget-not-a-duration", "unknown-fault", "bad-settings-range", "fault-not-on-this-base", "gpu-base-on-cpu"])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, change, args, says):
     proc = chaos(PROJECT_ROOT, "explore", str(base_file(tmp_path, **change)), "--out", str(tmp_path / "out"), *args)
     assert proc.returncode == 2, proc.stdout + proc.stderr

@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import seed as seeded
 
 from chaos.explore.invariants import broken, expect_for
+from chaos.explore.settings import Draws
 from chaos.explore.space import KINDS, Kind, allowed_kinds, fault_registry, space_of
 from chaos.schema.loader import load_scenario
 
@@ -162,3 +163,41 @@ def test_irregular_saves_are_refused_by_name():
     with pytest.raises(BadInput, match=r"saved at steps \[4, 10, 12\]"):
         command_space((4, 10, 12))
     assert command_space((5, 10, 12))[1].save_interval == 5, "a final save off the interval is the run's last"
+
+
+RETENTION_BASE = "benchmarks/mutants/bases/mutant_retention.yaml"
+
+
+def test_settings_ranges_put_the_base_value_first_and_schedules_name_only_those_drawn_away():
+    search = Draws(*space(RETENTION_BASE))
+    assert search.ranges == (("checkpoint.most_recent_k", (-1, 1, 2)), ("checkpoint.async_save", (False, True)),
+                             ("dataset.num_workers", (0, 2)))
+    assert [c.settings for c in search.canonicals()] == [
+        (), (("checkpoint.most_recent_k", 1),), (("checkpoint.most_recent_k", 2),), (("checkpoint.async_save", True),),
+        (("dataset.num_workers", 2),)]
+    base, sp = search.drawn((("checkpoint.most_recent_k", 1), ("checkpoint.async_save", True)))
+    assert (base.config.checkpoint.most_recent_k, base.config.checkpoint.async_save, sp.most_recent_k, sp.async_save) == (1, True, 1, True)
+    assert base.explore is not None and search.drawn(())[0] is search.base
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @given(search.strategy())
+    def check(schedule):
+        drawn_base, drawn_space = search.drawn(schedule.settings)
+        assert all(value != getattr(getattr(search.base.config, k.split(".")[0]), k.split(".")[1]) for k, value in schedule.settings)
+        drawn_base.replace(faults=[f.to_yaml() for f in schedule.faults], expect=expect_for(drawn_base, drawn_space, schedule),
+                           explore=None)
+        assert schedule.size()[1] == len(schedule.settings)
+
+    check()
+
+
+def test_retention_is_modelled_a_corrupted_one_of_k_leaves_the_others():
+    """Saves at 2, 4, 6 of 8; a kill at 7, the newest checkpoint corrupted at the restart's load: with k 1 the
+    restart has nothing left (the fault destroyed all k) and may lose 6 steps; with k 2 it falls back to 4."""
+    base = load_scenario(ROOT / RETENTION_BASE)
+    kill, corrupt = KIND["rank_killed"], KIND["checkpoint_corrupt(truncate)"]
+    for k, lost in ((1, 6), (2, 2), (-1, 2)):
+        sp = space_of(base.replace(trainer={**base.trainer, "checkpoint.most_recent_k": k}), (kill, corrupt))
+        schedule = sp.schedule([(kill, 0, 7)], [(corrupt, 1)])
+        assert schedule.lost_allowed == lost, k
+        assert expect_for(base, sp, schedule)["stale_resumes"] == {"max": 0}

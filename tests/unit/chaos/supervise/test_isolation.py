@@ -34,6 +34,14 @@ def inside(room: Room, node: str | None, code: str, timeout: float = 20) -> subp
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
 
 
+def _inside(pid: int, inodes: dict[int, str]) -> bool:
+    """Whether `pid` has joined the network namespace of `inodes` (the room's)."""
+    try:
+        return os.stat(f"/proc/{pid}/ns/net").st_ino in inodes
+    except FileNotFoundError:
+        return False
+
+
 def _inodes(room: Room) -> dict[int, str]:
     holders = [*room.holders.values(), *([room.hub] if room.hub else [])]
     return {ino: kind for h in holders for kind, ino in h.namespaces.items()}
@@ -90,8 +98,10 @@ def test_a_process_still_inside_after_close_is_named_as_a_leftover(tmp_path: Pat
     room = Isolation(network=True).start(os.environ, "test-left")
     stray = subprocess.Popen(deathsig.wrap(["sleep", "30"], enter=room.holder_pid(None)))
     try:
-        time.sleep(0.2)
         inodes = _inodes(room)
+        deadline = time.monotonic() + 30  # the wrapper's start is slow on a loaded machine: wait until it is inside
+        while not _inside(stray.pid, inodes) and stray.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
         left = room.close(timeout_s=0.5)
         assert left == [f"net:[{next(iter(inodes))}] held by pid {stray.pid}"]
     finally:
