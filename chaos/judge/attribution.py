@@ -187,8 +187,9 @@ def right_decision(fault: Event) -> str | None:
 def _decision(fault: Event, events: list[Event]) -> Decision | None:
     """The launcher's next act after the fault (a restart, or its exit), or an in-process restart; the
     trainer's exit 16 or 17 before it is its request, which the launcher may follow or not (ft_launcher
-    restarts on any failure: Megatron-LM #5281). A full disk wants no restart until it is cleared: one after
-    its ``duration_s`` is right."""
+    restarts on any failure: Megatron-LM #5281). A launcher that stopped and whose job was launched again
+    (the FT plugin's job retry, a scheduler's requeue) restarted it too. A full disk wants no restart until it
+    is cleared: one after its ``duration_s`` is right."""
     right = right_decision(fault)
     if right is None:
         return None
@@ -207,6 +208,9 @@ def _decision(fault: Event, events: list[Event]) -> Decision | None:
             return Decision(right, RESTART, f"{who}{asked}", right == RESTART)
         elif e["event"] == names.LAUNCHER_EXIT:
             code = e.get("code")
+            if code != 0 and any(later["event"] == names.LAUNCH and later["mono"] >= e["mono"] for later in events):
+                how = f"the launcher stopped (exit {code}){asked} and the job was launched again (a job retry or requeue)"
+                return Decision(right, RESTART, how, right == RESTART)
             how = "training went on to the end" if code == 0 and not asked else f"the launcher stopped (exit {code}){asked}"
             return Decision(right, NO_RESTART, how, right.startswith(NO_RESTART))
     return Decision(right, None, "no decision seen", None)

@@ -202,3 +202,15 @@ def test_a_restart_after_a_full_disk_was_cleared_is_right_and_one_before_is_wron
         (a,) = attribute(events, [], ("rank_monitor",), plan)
         assert a.sources == () and a.decision is not None and a.decision.right == "no restart until cleared"
         assert a.decision.agrees is right, a.decision.how
+
+
+def test_a_launcher_that_stopped_and_whose_job_was_launched_again_restarted_it(event):
+    """plugins_ft_job_retry: the in-job restarts used up, ft_launcher exits 1 and the FT plugin launches the
+    job again (a new `launch`): the kill was answered with a restart; without the new launch, a stop."""
+    for relaunched in (True, False):
+        events = [event("fault_injected", 1.0, rank=1, fault="rank_killed", fault_id="f1", target_rank=1),
+                  event("launcher_exit", 2.0, rank=-1, attempt=1, code=1),
+                  *([event("launch", 2.1, rank=-1, attempt=2)] if relaunched else [])]
+        (a,) = attribute(events, [], ())
+        assert a.decision is not None and a.decision.agrees is relaunched, a.decision.how
+        assert ("launched again" in a.decision.how) is relaunched
