@@ -188,7 +188,8 @@ def _decision(fault: Event, events: list[Event]) -> Decision | None:
     """The launcher's next act after the fault (a restart, or its exit), or an in-process restart; the
     trainer's exit 16 or 17 before it is its request, which the launcher may follow or not (ft_launcher
     restarts on any failure: Megatron-LM #5281). A launcher that stopped and whose job was launched again
-    (the FT plugin's job retry, a scheduler's requeue) restarted it too. A full disk wants no restart until it
+    (the FT plugin's job retry, a scheduler's requeue) restarted it in place, on the same node, or requeued it
+    elsewhere, under another node identity: for a persistent fault, the right call. A full disk wants no restart until it
     is cleared: one after its ``duration_s`` is right."""
     right = right_decision(fault)
     if right is None:
@@ -208,12 +209,25 @@ def _decision(fault: Event, events: list[Event]) -> Decision | None:
             return Decision(right, RESTART, f"{who}{asked}", right == RESTART)
         elif e["event"] == names.LAUNCHER_EXIT:
             code = e.get("code")
-            if code != 0 and any(later["event"] == names.LAUNCH and later["mono"] >= e["mono"] for later in events):
-                how = f"the launcher stopped (exit {code}){asked} and the job was launched again (a job retry or requeue)"
-                return Decision(right, RESTART, how, right == RESTART)
+            if code != 0 and (where := _relaunched_on(fault, e, events)) is not None:
+                how = f"the launcher stopped (exit {code}){asked} and the job was launched again on {where}"
+                done = NO_RESTART if where.startswith("another") else RESTART  # a requeue elsewhere restarts nothing in place
+                return Decision(right, done, how, right.startswith(done))
             how = "training went on to the end" if code == 0 and not asked else f"the launcher stopped (exit {code}){asked}"
             return Decision(right, NO_RESTART, how, right.startswith(NO_RESTART))
     return Decision(right, None, "no decision seen", None)
+
+
+def _relaunched_on(fault: Event, stop: Event, events: list[Event]) -> str | None:
+    """Where the job was launched again after the launcher's `stop` (the FT plugin's job retry, a requeue):
+    `the same node`, `another node (NAME)` when its ranks started under another node identity than the
+    fault's; None when it was not launched again."""
+    launch = next((e for e in events if e["event"] == names.LAUNCH and e["mono"] >= stop["mono"]), None)
+    if launch is None:
+        return None
+    starts = [e for e in events if e["event"] == names.RUN_START and e["attempt"] == launch["attempt"] and e["mono"] >= launch["mono"]]
+    node = starts[0].get("node") if starts else None
+    return f"another node ({node})" if node and fault.get("node") and node != fault["node"] else "the same node"
 
 
 def describe(a: FaultAttribution) -> list[str]:

@@ -206,11 +206,25 @@ def test_a_restart_after_a_full_disk_was_cleared_is_right_and_one_before_is_wron
 
 def test_a_launcher_that_stopped_and_whose_job_was_launched_again_restarted_it(event):
     """plugins_ft_job_retry: the in-job restarts used up, ft_launcher exits 1 and the FT plugin launches the
-    job again (a new `launch`): the kill was answered with a restart; without the new launch, a stop."""
+    job again (a new `launch`) on the same node: the kill was answered with a restart; without the new
+    launch, a stop."""
     for relaunched in (True, False):
-        events = [event("fault_injected", 1.0, rank=1, fault="rank_killed", fault_id="f1", target_rank=1),
+        events = [event("fault_injected", 1.0, rank=1, node="vm", fault="rank_killed", fault_id="f1", target_rank=1),
                   event("launcher_exit", 2.0, rank=-1, attempt=1, code=1),
-                  *([event("launch", 2.1, rank=-1, attempt=2)] if relaunched else [])]
+                  *([event("launch", 2.1, rank=-1, attempt=2), event("run_start", 3.0, attempt=2, node="vm")] if relaunched else [])]
         (a,) = attribute(events, [], ())
         assert a.decision is not None and a.decision.agrees is relaunched, a.decision.how
-        assert ("launched again" in a.decision.how) is relaunched
+        assert ("launched again on the same node" in a.decision.how) is relaunched
+
+
+def test_a_persistent_nan_requeued_on_another_node_is_no_restart_in_place(event):
+    """nan_persistent: exit 16, the launcher stops, the job is launched again under another node identity:
+    the right call for a persistent fault; the same requeue onto the same node would be the wrong one."""
+    for node, right in (("chaos-node-b", True), ("vm", False)):
+        events = [event("fault_injected", 1.0, rank=1, node="vm", fault="nan_loss", fault_id="f0", target_rank=1,
+                        persistence="persistent"),
+                  event("exit", 1.5, code=16, reason="rerun"),
+                  event("launcher_exit", 2.0, rank=-1, attempt=0, code=1),
+                  event("launch", 2.1, rank=-1, attempt=1), event("run_start", 3.0, attempt=1, node=node)]
+        (a,) = attribute(events, [], ())
+        assert a.decision is not None and a.decision.agrees is right, a.decision.how
