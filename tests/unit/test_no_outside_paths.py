@@ -4,7 +4,7 @@ what its reader does not have. What the project relies on lives in it (docs/, to
 
 Caught: a relative path that climbs out of the repository (`../shared/x.sh`, resolved from the file's folder,
 from the root, and from a folder the same line `cd`s into), and a path into the workspace the project was
-written in (`/work/...`, `shared/notes/...`). Example paths a user would type (`/tmp/out`, `/lustre/me/runs`)
+written in (its root folder, or its team's notes and tools folders beside the checkout). Example paths a user would type (`/tmp/out`, `/lustre/me/runs`)
 are not files the project relies on. Recorded logs under tests/data quote what other programs printed.
 """
 
@@ -60,14 +60,19 @@ def test_no_file_of_the_project_names_a_path_outside_it() -> None:
     assert not found, "paths outside the repository:\n" + "\n".join(found)
 
 
+# Built from parts, so that this file, which the check reads too, cites nothing outside the repository.
+SIBLING_SCRIPT = "/".join(("..", "shared", "tools", "gpu-wheels.sh"))
+WORKSPACE_NOTE = "/" + "/".join(("work", "shared", "notes", "gpu.md"))
+
+
 def test_a_path_outside_is_reported_with_its_file_and_line() -> None:
     text = (
-        "Add faker with `../shared/tools/gpu-wheels.sh`; see /work/shared/notes/gpu.md.\n"
+        f"Add faker with `{SIBLING_SCRIPT}`; see {WORKSPACE_NOTE}.\n"
         "    cd .gpu-stage/repo && bash tools/gpu-suite.sh /tmp/out ../../.whl\n"
         "The driver `../drivers/megatron_lm.py`, the runs under /lustre/me/runs, a sibling `../../other/x.py`.\n"
     )
     assert list(outside_paths(text, Path("docs/x.md"))) == [
-        "docs/x.md:1: ../shared/tools/gpu-wheels.sh: a path into the workspace beside the checkout",
-        "docs/x.md:1: /work/shared/notes/gpu.md: a path into the workspace beside the checkout",
+        f"docs/x.md:1: {SIBLING_SCRIPT}: a path into the workspace beside the checkout",
+        f"docs/x.md:1: {WORKSPACE_NOTE}: a path into the workspace beside the checkout",
         "docs/x.md:3: ../../other/x.py: outside the repository",
     ]
