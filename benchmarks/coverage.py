@@ -41,6 +41,9 @@ class Setting:
     """Why a gap (a value never used under a fault) cannot matter there or is not tested here; empty: none is left."""
 
 
+_ONE_SCORE = 'which score a report computes: off, that score is missing from the report and flags nobody; the straggler scenarios flag by both'
+"""Why neither straggler score's switch is a gap."""
+
 SETTINGS = (
     Setting("checkpoint.save_interval"),
     Setting("checkpoint.async_save", card=(True,)),
@@ -65,9 +68,9 @@ SETTINGS = (
     Setting("nvrx_straggler.stop_if_detected", card=(True,)),
     Setting("nvrx_straggler.report_time_interval"),
     Setting("nvrx_straggler.calc_relative_gpu_perf",
-            untested='which score a report computes: off, that score is missing from the report and flags nobody; the straggler scenarios flag by both'),
+            untested=_ONE_SCORE),
     Setting("nvrx_straggler.calc_individual_gpu_perf",
-            untested='which score a report computes: off, that score is missing from the report and flags nobody; the straggler scenarios flag by both'),
+            untested=_ONE_SCORE),
     Setting("nvrx_straggler.gpu_relative_perf_threshold"),
     Setting("nvrx_straggler.gpu_individual_perf_threshold"),
     Setting("nvrx_straggler.profiling_interval",
