@@ -386,3 +386,5 @@ class Leftover(Record):
     pids: list[int]
     isolation: list[str] | None = optional()
     """The run's namespaces (or links) still there after it, each with what holds it."""
+    commands: list[str] | None = optional()
+    """Each left process's command line (shortened), in the order of ``pids``: what stayed, not only its pid."""

@@ -61,7 +61,7 @@ def harness_verdicts(
     expect = expect or Expect()
     accounting = accounting or Accounting((), ())
     killed = any(e["event"] == names.DEADLINE for e in events)
-    left = [pid for e in events if e["event"] == names.LEFTOVER for pid in e["pids"]]
+    left: list[int | str] = left_processes(events)
     left += [held for e in events if e["event"] == names.LEFTOVER for held in e.get("isolation") or ()]
     missed = [f"{e['fault_id']} {e['fault']}: {e['reason']}" for e in events if e["event"] == names.FAULT_MISSED]
     missed += [n.describe() for n in accounting.never_due]
@@ -78,6 +78,14 @@ def harness_verdicts(
         Verdict(found, "every planned fault came due and struck a real target", "; ".join(missed) or f"all did ({fired} fired)", not missed),
         _unexplained(unexplained, accounting, expect.failures_not_injected or []),
         Verdict(pitfall, ", ".join(wanted) or "none", _pitfalls(seen), wanted == seen),
+    ]
+
+
+def left_processes(events: list[dict[str, Any]]) -> list[int | str]:
+    """The processes a run left, each its pid with its command line where the event has one (older logs have none)."""
+    return [
+        f"{pid} ({e['commands'][i]})" if i < len(e.get("commands") or ()) else pid
+        for e in events if e["event"] == names.LEFTOVER for i, pid in enumerate(e["pids"])
     ]
 
 

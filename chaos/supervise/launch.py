@@ -32,7 +32,7 @@ from chaos.supervise.attempts import AttemptTracker
 from chaos.supervise.deadline import DeadlineClock
 from chaos.supervise.isolation import DATA_IF, Isolation, Room
 from chaos.supervise.leftovers import LeftoverWatch
-from chaos.supervise.procs import kill_run, marked_pids, stop_group
+from chaos.supervise.procs import command_line, kill_run, marked_pids, stop_group
 from runlog.env import ATTEMPT_BASE_VAR, NODE_VAR, RUN_ID_VAR, node_name
 from runlog.layout import RunFolder
 from runlog.log import EventLog
@@ -269,8 +269,9 @@ class Launch:
         end = time.monotonic() + 3.0
         while (left := marked_pids(self.spec.run_id)) and time.monotonic() < end:
             time.sleep(0.1)
+        commands = [command_line(pid) for pid in left]
         kill_run(self.spec.run_id)  # by marker, not by the reaped agents' process groups
         held = self.room.close() if self.room is not None else []
         if left or held:
-            self.events.write(Leftover(left, isolation=held or None))
+            self.events.write(Leftover(left, isolation=held or None, commands=commands or None))
         return left, held

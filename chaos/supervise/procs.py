@@ -26,6 +26,16 @@ def proc_environ(pid: int) -> dict[str, str]:
     return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
 
 
+def command_line(pid: int, width: int = 160) -> str:
+    """`pid`'s command line, its arguments space-joined and cut to `width`; ``?`` once it is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return "?"
+    line = raw.rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace") or "?"
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
 def _stat(pid: int) -> list[str] | None:
     """The fields of /proc/<pid>/stat after the command name (from the state on), None once it is gone."""
     try:

@@ -23,6 +23,7 @@ from chaos.errors import BadInput, NeverRan
 from chaos.faults.plan import PlannedFault, arming, write_plan
 from chaos.judge.baseline import BaselineFailed, cache_dir, cached_baseline, ensure_baseline
 from chaos.judge.run import RunOutcome, installed, judge_folder, scenario_of
+from chaos.judge.verdicts import left_processes
 from chaos.schema.command import ft_cfg, ft_section, rank_argv
 from chaos.schema.ft_options import RUN_DIR_PATHS
 from chaos.schema.scenario import Scenario, plan_faults
@@ -291,7 +292,9 @@ def _run_baseline(scenario: Scenario, folder: Path) -> str | None:
         return f"killed at its deadline of {scenario.deadline_s:g} s"
     if result.exit_code != 0:
         return f"launcher exit {result.exit_code}"
-    return f"processes left behind: {result.leftovers}" if result.leftovers else None
+    if not result.leftovers:
+        return None
+    return "processes left behind: " + "; ".join(map(str, left_processes(read_events(folder))))
 
 
 def run_scenario(

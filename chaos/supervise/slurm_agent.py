@@ -32,7 +32,7 @@ from chaos.faults.outside import Armed, NodeFault
 from chaos.faults.outside_kinds import NODE_FAULTS
 from chaos.faults.plan import PlannedFault, read_plan
 from chaos.supervise.attempts import AttemptTracker
-from chaos.supervise.procs import node_pids
+from chaos.supervise.procs import command_line, node_pids
 from chaos.supervise.scratch import make_tmp_dir
 from chaos.supervise.signals import EventSteps, ExternalFaults
 from chaos.supervise.slurm_job import JobError, scontrol
@@ -178,7 +178,7 @@ class Agent:
         while (left := self._others()) and time.monotonic() < end:
             time.sleep(0.1)
         if left:
-            self._write(Leftover(left))
+            self._write(Leftover(left, commands=[command_line(pid) for pid in left]))
         for pid in self._others():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)

@@ -112,7 +112,8 @@ def test_a_process_that_outlives_its_launcher_is_a_reaped_leftover(tmp_path: Pat
     """)
     (pid,) = [int(x) for x in (tmp_path / "launcher.log").read_text().split()]
     assert (result.exit_code, result.leftovers) == (0, [pid])
-    assert "leftover" in [e[0] for e in runner_events(tmp_path)]
+    (left,) = [e for e in read_events(tmp_path) if e["event"] == "leftover"]
+    assert left["commands"] == [f"{sys.executable} -c import time; time.sleep(60)"]
     assert not alive(pid)
 
 
