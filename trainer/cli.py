@@ -92,9 +92,13 @@ def exit_process(code: int) -> NoReturn:
     Finalizing the modules torch and dynamo load takes 1.2-1.6 s per process on a 2-core machine
     (docs/records/2026-12-01-functional-suite.md), paid by every rank at the end of every run and every baseline. By now the
     session has closed its event log, its checkpoints and its process group; the teardown's remaining work
-    is logging's flush (done here) and the join of children and threads: a process that still has one (a
-    data-loader worker, an unfinished writer) exits the normal way, which waits for them.
+    is logging's flush and torch.compile's worker pool (both done here) and the join of children and threads: a
+    process that still has one (a data-loader worker, an unfinished writer) exits the normal way, which waits
+    for them.
     """
+    compile_workers = sys.modules.get("torch._inductor.async_compile")
+    if compile_workers is not None:  # torch's own atexit hook, which os._exit skips: its worker sidecar (TE's
+        compile_workers.shutdown_compile_workers()  # torch.compile) outlived the rank by 3 s on an H100 otherwise
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()

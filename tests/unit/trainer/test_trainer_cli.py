@@ -155,3 +155,22 @@ exit_process(3)
     )
     assert (proc.returncode, proc.stdout, proc.stderr) == (3, "unflushed", "err")
     assert (tmp_path / "done").is_file() is (keep != "nothing")
+
+
+def test_the_fast_exit_shuts_torch_compile_workers_down_first(tmp_path):
+    """torch.compile's worker sidecar (a subprocess, not a multiprocessing child: TE's jit fuser starts it) is
+    shut down by torch's atexit hook, which os._exit skips: exit_process runs it, so the sidecar is gone once
+    the rank is (a fault-free TE run on an H100 left it behind the launcher)."""
+    script = """
+from torch._inductor import async_compile
+from trainer.cli import exit_process
+async_compile.AsyncCompile.process_pool()
+print(next(iter(async_compile._pool_set)).process.pid, flush=True)
+exit_process(0)
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    sidecar = int(proc.stdout.split()[-1])
+    assert not Path(f"/proc/{sidecar}").exists(), Path(f"/proc/{sidecar}/cmdline").read_bytes()
