@@ -44,7 +44,7 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" NCCL_NVLS_ENABLE=0 PYTHONUNB
 if python3 -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("transformer_engine") is None)' 2>/dev/null; then
   # TE must load torch's cuDNN, not the system's (undefined symbol in libcudnn_heuristic otherwise).
   export CUDNN_PATH=${CUDNN_PATH:-$(python3 -c 'import pathlib, torch; print(pathlib.Path(torch.__file__).parents[1] / "nvidia/cudnn")')}
-  log "Transformer Engine installed: CUDNN_PATH=$CUDNN_PATH"
+  log "Transformer Engine installed: CUDNN_PATH=$CUDNN_PATH; $(python3 -c 'import transformer_engine as t, transformer_engine.pytorch; print("transformer_engine", t.__version__, "imports")' 2>&1 | tail -1)"
 fi
 log "machine: $(hostname), $(nproc) cores; $(nvidia-smi -L 2>&1 | tr '\n' ';')"
 python3 - <<'PY'

@@ -8,7 +8,8 @@
 #       joins the parts in order, checks the core wheel's sha256 and the small files' against SHA256SUMS,
 #       builds transformer-engine-torch from its sdist (it carries TE's headers) against the machine's torch
 #       (about 90 s on 16 cores, no nvcc) unless .te/small already holds that wheel, installs the four with
-#       one `pip --target SITE_DIR`, imports transformer_engine.pytorch, and copies a wheel it built into $OUT
+#       one `pip --target SITE_DIR`, imports transformer_engine.pytorch where pydantic is there (else
+#       gpu-suite.sh does, after installing .whl), and copies a wheel it built into $OUT
 #       (keep it in .te/small: it stays valid while the machine's torch stays 2.11.0+cu130).
 #   bash tools/te-gpu-stage.sh status                        which parts /tmp/te-stage holds
 #
@@ -63,8 +64,12 @@ finish() {
   mkdir -p "$site"
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" \
     "$stage/$core" "$small"/transformer_engine-*.whl "$small"/nvdlfw_inspect-*.whl "$built"
-  CUDNN_PATH="$sp/nvidia/cudnn" PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" python3 -c \
-    'import transformer_engine as t, transformer_engine.pytorch as te; print("te-gpu-stage: transformer_engine", t.__version__, "imports;", te.Linear.__name__)'
+  if PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" python3 -c 'import pydantic' 2> /dev/null; then
+    CUDNN_PATH="$sp/nvidia/cudnn" PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" python3 -c \
+      'import transformer_engine as t, transformer_engine.pytorch as te; print("te-gpu-stage: transformer_engine", t.__version__, "imports;", te.Linear.__name__)'
+  else  # transformer_engine.pytorch imports pydantic, which the machine lacks until gpu-suite.sh installs .whl
+    say "installed in $site; its import is checked by tools/gpu-suite.sh, once .whl has brought pydantic"
+  fi
   rm -f "$stage/$core"
 }
 

@@ -1,6 +1,11 @@
 """GPU-only checks: NCCL/CUDA paths of the trainer. Skipped on CPU machines, with the reason."""
 
 import importlib.util
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -8,6 +13,8 @@ import torch
 from trainer.config_base import ConfigError
 from trainer.config_loader import load_config
 from trainer.model import GPT
+
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = [
     pytest.mark.gpu,
@@ -40,18 +47,33 @@ def test_deterministic_mode_repeats_a_cuda_step_bit_for_bit() -> None:
 
 
 TE_INSTALLED = importlib.util.find_spec("transformer_engine") is not None
-"""Installed, not importable: an installed TE that fails to import (its libraries beside another cuDNN) fails
-the layers test with its error rather than skipping it (1x H100, 2026-12-06: both tests failed there)."""
+"""Installed, not importable: an installed TE that fails to import fails the layers test with its error rather
+than skipping it."""
+
+TE_STEP = """
+import torch
+from trainer.config_loader import load_config
+from trainer.model import GPT
+cfg = load_config("tiny_cpu", None, ["dist.device=cuda", "model.impl=te"])
+model = GPT(cfg.model).cuda()
+x = torch.randint(0, cfg.model.vocab_size, (2, cfg.model.seq_length), device="cuda")
+loss = model(x, x.roll(-1, dims=1))
+loss.backward()
+print(type(model.blocks[0]).__module__, loss.item())
+"""
 
 
 @pytest.mark.skipif(not TE_INSTALLED, reason="Transformer Engine is not installed here; model.impl=te needs it")
 def test_transformer_engine_layers_train_where_installed() -> None:
-    import transformer_engine.pytorch  # noqa: F401
-
-    cfg = load_config("tiny_cpu", None, ["dist.device=cuda", "model.impl=te"])
-    model = GPT(cfg.model).cuda()
-    x, y = _batch(cfg, "cuda")
-    assert torch.isfinite(model(x, y))
+    """A step of model.impl=te in a process of its own, as a rank runs it: TE imported before any cuDNN kernel
+    ran. In a process that had already run cuDNN kernels (this test in pytest's worker, after the test above),
+    importing TE loaded the system's libcudnn_heuristic beside torch's cuDNN and failed ("undefined symbol",
+    1x H100, 2026-12-06): a pitfall of the machine's two cuDNNs, which no rank meets."""
+    proc = subprocess.run([sys.executable, "-c", TE_STEP], cwd=REPO, env={**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(REPO), os.environ.get("PYTHONPATH", "")])}, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    module, loss = proc.stdout.split()[-2:]
+    assert module.startswith("transformer_engine.") and math.isfinite(float(loss)), proc.stdout
 
 
 @pytest.mark.skipif(TE_INSTALLED, reason="Transformer Engine is installed here")
