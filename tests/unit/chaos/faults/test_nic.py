@@ -1,0 +1,91 @@
+"""nic_link_down as a scenario writes it and as the runner fires it: refused before launch with a line naming
+the field, planned for the runner, its link state files written ACTIVE before a launch and DOWN at its step,
+the launcher pointed at them, and skipped with the reason where the launcher has no NIC health check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from chaos.errors import BadInput
+from chaos.faults.nic.planned import ACTIVE, NicLinkDown, launch_nics, state_file
+from chaos.faults.outside import Armed
+from chaos.schema.loader import parse_scenario
+from chaos.schema.scenario import plan_faults
+from chaos.supervise import machine
+from chaos.supervise.runner import ft_options, unrunnable
+from trainer import nvrx_compat
+
+SCENARIO = Path(__file__).resolve().parents[4] / "scenarios" / "ft_nic_link_down_w1.yaml"
+
+
+def _data(**changes: object) -> dict:
+    data = yaml.safe_load(SCENARIO.read_text())
+    fault = {**data["faults"][0], **changes.pop("fault", {})}  # type: ignore[dict-item]
+    data["faults"] = [fault, *data["faults"][1:]]
+    return {**data, **changes}
+
+
+def _problems(data: dict) -> list[str]:
+    with pytest.raises(BadInput) as e:
+        parse_scenario(data, "s")
+    return str(e.value).splitlines()
+
+
+@pytest.mark.parametrize(("fault", "problem"), [
+    ({"rank": 0}, "s: faults[0]: nic_link_down takes the node's link down, under every rank: leave out rank"),
+    ({"nic": 2}, "s: faults[0]: nic: 2 is not one of the 2 NICs listed (0 to 1)"),
+    ({"state": "4: ACTIVE"}, "s: faults[0]: state: '4: ACTIVE' is the link up, not down"),
+    ({"at_step": None, "after_s": 3}, "s: faults[0]: nic_link_down fires at a step: give at_step (not after_s)"),
+])
+def test_a_fault_that_takes_nothing_down_is_refused(fault: dict, problem: str) -> None:
+    assert _problems(_data(fault=fault)) == [problem]
+
+
+def test_a_link_the_launcher_cannot_read_is_refused() -> None:
+    data = _data(launcher="torchrun", ft={"link_state_path_template": "/x/{nic}"})
+    data.pop("ft")
+    assert _problems(data) == ["s: faults[0].type: nic_link_down is read by ft_launcher's NIC link state health check (launcher is torchrun)",
+                               "s: faults[0].type: nic_link_down needs ft.enable_nic_healthcheck set (true: NVRx 0.7 checks the link "
+                               "before each rendezvous; false: nothing reads it)"]
+    assert _problems(_data(ft={"enable_nic_healthcheck": True, "link_state_path_template": "/x/{nic}"})) == [
+        "s: faults[0].type: nic_link_down points ft.link_state_path_template at the run's link state files: leave it out"]
+
+
+def test_the_link_is_up_at_every_launch_until_the_fault_takes_it_down(tmp_path: Path) -> None:
+    scenario = parse_scenario(_data(fault={"nics": 3, "nic": 1}), "s")
+    (fault, kill) = plan_faults(scenario, 0)
+    assert isinstance(fault, NicLinkDown) and (fault.target, fault.at_step, fault.state) == ("launcher", 4, "1: DOWN")
+    assert launch_nics([kill], tmp_path) == ()
+    assert launch_nics([fault, kill], tmp_path) == ("chaos_ib0", "chaos_ib1", "chaos_ib2")
+    assert [state_file(tmp_path, n).read_text() for n in fault.names] == [ACTIVE + "\n"] * 3
+
+    fault.fire(Armed(fault), SimpleNamespace(run_dir=tmp_path), 0.0)  # what the runner's tick does at step 4
+    assert [state_file(tmp_path, n).read_text() for n in fault.names] == [ACTIVE + "\n", "1: DOWN\n", ACTIVE + "\n"]
+    launch_nics([fault], tmp_path)  # a relaunch of the job finds the link as the run left it
+    assert state_file(tmp_path, "chaos_ib1").read_text() == "1: DOWN\n"
+
+
+def test_the_launcher_reads_the_link_states_of_the_run(tmp_path: Path) -> None:
+    options = ft_options(parse_scenario(_data(), "s"), tmp_path)
+    assert options["link_state_path_template"] == f"{tmp_path}/nic-link-state/{{nic}}/ports/1/state"
+    assert options["enable_nic_healthcheck"] is True
+    template = options["link_state_path_template"]
+    assert Path(template.format(nic="chaos_ib0")) == state_file(tmp_path, "chaos_ib0")  # as NVRx fills it in
+
+
+def test_a_machine_or_launcher_without_what_it_needs_skips_it_with_the_reason(monkeypatch) -> None:
+    scenario = parse_scenario(_data(), "s")
+    if nvrx_compat.launcher_lacks({"enable_nic_healthcheck": True}):
+        assert unrunnable(scenario, None) == (
+            f"ft_nic_link_down_w1 sets ft.enable_nic_healthcheck, which NVRx {nvrx_compat.VERSION}'s ft_launcher lacks (NVRx 0.7 has it)"
+        )
+    monkeypatch.setattr(machine, "_no_fake_nics", lambda: "unshare: Operation not permitted")
+    assert unrunnable(scenario, None) == (
+        "ft_nic_link_down_w1: nic_link_down needs a private mount namespace with its own /sys/class/infiniband: "
+        "unshare: Operation not permitted"
+    )
+
