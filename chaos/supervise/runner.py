@@ -116,7 +116,7 @@ def launcher_command(scenario: Scenario, run_dir: Path, port: int, overrides: li
     options = ft_options(scenario, run_dir)
     ft_yaml.write_text(yaml.safe_dump(nvrx_compat.ft_config_section(options)))
     return [
-        sys.executable, "-m", nvrx_compat.LAUNCHER_MODULE, *common, f"--term-timeout={scenario.ft.term_timeout:g}",
+        sys.executable, *nvrx_compat.LAUNCHER_ARGV, *common, f"--term-timeout={scenario.ft.term_timeout:g}",
         f"--ft-cfg-path={ft_yaml}", *nvrx_compat.launcher_cli_options(options), *trainer,
     ]
 
