@@ -1,9 +1,14 @@
 """nic_link_down as a scenario writes it and as the runner fires it: refused before launch with a line naming
 the field, planned for the runner, its link state files written ACTIVE before a launch and DOWN at its step,
-the launcher pointed at them, and skipped with the reason where the launcher has no NIC health check."""
+the launcher pointed at them, and skipped with the reason where the launcher has no NIC health check. NVRx's
+own check (0.7) reads the link down through the launch's NICs, and through the template alone reads nothing."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -11,11 +16,12 @@ import pytest
 import yaml
 
 from chaos.errors import BadInput
-from chaos.faults.nic.planned import ACTIVE, NicLinkDown, launch_nics, state_file
+from chaos.faults.nic.planned import ACTIVE, TEMPLATE, NicLinkDown, launch_nics, state_file
 from chaos.faults.outside import Armed
 from chaos.schema.loader import parse_scenario
 from chaos.schema.scenario import plan_faults
-from chaos.supervise import machine
+from chaos.supervise import deathsig, machine
+from chaos.supervise.isolation import Isolation
 from chaos.supervise.runner import ft_options, unrunnable
 from trainer import nvrx_compat
 
@@ -89,3 +95,50 @@ def test_a_machine_or_launcher_without_what_it_needs_skips_it_with_the_reason(mo
         "unshare: Operation not permitted"
     )
 
+
+
+def _nvrx_nic_check() -> str | None:
+    """Why NVRx's own NIC link state check cannot run here, or None."""
+    from chaos.supervise.isolation import unavailable
+
+    if nvrx_compat.launcher_lacks({"enable_nic_healthcheck": True}):
+        return f"NVRx {nvrx_compat.VERSION} has no NIC link state health check (0.7 has it)"
+    return machine._no_fake_nics() or (f"no namespaces here: {unavailable()}" if unavailable() else None)
+
+
+CHECK = """
+    import sys
+    from nvidia_resiliency_ext.shared_utils.health_check import NicLinkStateHealthCheck
+    check = NicLinkStateHealthCheck(link_state_path_template=sys.argv[1])  # its baseline, as at the launcher's start
+    print(check(), flush=True)
+    sys.stdin.readline()  # the fault fires
+    print(check(), flush=True)
+"""
+
+
+def _nvrx_checks(run_dir: Path, fault: NicLinkDown, enter: int | None) -> list[str]:
+    """NVRx's own check, in a process inside `enter`'s namespaces (None: the machine's), before and after the
+    fault fires."""
+    argv = deathsig.wrap([sys.executable, "-c", textwrap.dedent(CHECK), str(run_dir / TEMPLATE.removeprefix("{run_dir}/"))], enter=enter)
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdin is not None
+    before = proc.stdout.readline().strip()
+    fault.fire(Armed(fault), SimpleNamespace(run_dir=run_dir), 0.0)
+    out, err = proc.communicate("\n", timeout=60)
+    assert proc.returncode == 0, err
+    return [before, out.strip()]
+
+
+@pytest.mark.skipif(_nvrx_nic_check() is not None, reason=str(_nvrx_nic_check()))
+def test_nvrx_reads_the_link_down_through_the_launchs_nics_and_never_through_the_template_alone(tmp_path: Path) -> None:
+    (fault, _) = plan_faults(parse_scenario(_data(), "s"), 0)
+    assert isinstance(fault, NicLinkDown)
+    room = Isolation(network=False, infiniband=launch_nics([fault], tmp_path)).start(os.environ, "test-nvrx-nic")
+    try:
+        assert _nvrx_checks(tmp_path, fault, room.holder_pid(None)) == ["True", "False"]
+    finally:
+        assert room.close() == []
+    if not Path("/sys/class/infiniband").exists():  # the finding: on this host the template alone reads nothing
+        other = tmp_path / "machine"
+        launch_nics([fault], other)
+        assert _nvrx_checks(other, fault, None) == ["True", "True"]
