@@ -332,7 +332,7 @@ class Scenario(Strict):
             if isinstance(fault, nic.NicLinkDown):
                 count = sum(isinstance(f, nic.NicLinkDown) for f in self.faults)
                 yield from (f"faults[{i}].{p}" for p in nic.scenario_problems(
-                    self.launcher, self.nodes, count, self.ft.enable_nic_healthcheck, self.ft.link_state_path_template))
+                    self.launcher, self.nodes, self.requires == "slurm", count, self.ft.enable_nic_healthcheck, self.ft.link_state_path_template))
             if deadline and fault.after_s is not None and fault.after_s >= self.deadline_s:
                 yield f"faults[{i}].after_s: {fault.after_s:g} is past deadline_s ({self.deadline_s:g})"
             if last is not None and fault.last_attempt > last:

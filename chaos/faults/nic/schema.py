@@ -38,10 +38,14 @@ class NicLinkDown(FaultSpec):
         return {**super()._own(), "ranks": None, "target": "launcher"}
 
 
-def scenario_problems(launcher: str, nodes: int, count: int, nic_check: bool | None, template: str | None) -> list[str]:
+def scenario_problems(
+    launcher: str, nodes: int, on_slurm: bool, count: int, nic_check: bool | None, template: str | None,
+) -> list[str]:
     """The rules of nic_link_down that need the whole scenario (`count`: its nic_link_down faults;
     `nic_check`, `template`: its ft.enable_nic_healthcheck and ft.link_state_path_template)."""
     problems = []
+    if on_slurm:
+        problems.append("type: nic_link_down lists the NICs in the local launch's mount namespace; a Slurm job's nodes have none")
     if launcher != "ft_launcher":
         problems.append(f"type: nic_link_down is read by ft_launcher's NIC link state health check (launcher is {launcher})")
     if nodes > 1:

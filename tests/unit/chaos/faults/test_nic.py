@@ -17,6 +17,7 @@ import yaml
 
 from chaos.errors import BadInput
 from chaos.faults.nic.planned import ACTIVE, TEMPLATE, NicLinkDown, launch_nics, state_file
+from chaos.faults.nic.schema import scenario_problems
 from chaos.faults.outside import Armed
 from chaos.schema.loader import parse_scenario
 from chaos.schema.scenario import plan_faults
@@ -59,6 +60,14 @@ def test_a_link_the_launcher_cannot_read_is_refused() -> None:
                                "before each rendezvous; false: nothing reads it)"]
     assert _problems(_data(ft={"enable_nic_healthcheck": True, "link_state_path_template": "/x/{nic}"})) == [
         "s: faults[0].type: nic_link_down points ft.link_state_path_template at the run's link state files: leave it out"]
+    assert _problems(_data(nodes=2, world_size=2, faults=[{"type": "nic_link_down", "at_step": 4}] * 2)) == [
+        "s: faults[0].type: nic_link_down lists the NICs of a one-node run (nodes: 1)",
+        "s: faults[0].type: one nic_link_down per scenario (they share the listed NICs)",
+        "s: faults[1].type: nic_link_down lists the NICs of a one-node run (nodes: 1)",
+        "s: faults[1].type: one nic_link_down per scenario (they share the listed NICs)",
+    ]
+    assert scenario_problems("ft_launcher", 1, True, 1, True, None) == [
+        "type: nic_link_down lists the NICs in the local launch's mount namespace; a Slurm job's nodes have none"]
 
 
 def test_the_link_is_up_at_every_launch_until_the_fault_takes_it_down(tmp_path: Path) -> None:
