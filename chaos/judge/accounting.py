@@ -205,6 +205,7 @@ HEALTH_CHECK_FAILED = re.compile(r"(?P<check>[A-Z][A-Za-z ]*?health check) faile
 starting the attempt. After an injected fault that is the stack's reaction to the fault (it refused to
 restart onto what the fault broke), so the earlier fault explains it, as a restart the fault broke."""
 HEALTH_CHECKED = {"NIC link state health check": ("nic_link_down",), "Storage path health check": ("storage_stall", "disk_full")}
+"""What each of those checks looks at, as the fault kinds that break it."""
 
 _PORT_IN_USE = re.compile(r"EADDRINUSE|address already in use", re.IGNORECASE)
 _PORT = re.compile(r"\bport:? (\d+)|:(\d+)\b")

@@ -77,10 +77,10 @@ def lacks(kinds: set[str]) -> str | None:
         if reason is not None:
             wanted = sorted(kinds & STORAGE_KINDS)
             return f"{', '.join(wanted)} need{'s' if len(wanted) == 1 else ''} a private mount namespace with a tmpfs: {reason}"
-    if "storage_stall" in kinds:
-        return _no_fuse()
     if "nic_link_down" in kinds and (reason := _no_fake_nics()) is not None:
         return f"nic_link_down needs a private mount namespace with its own /sys/class/infiniband: {reason}"
+    if "storage_stall" in kinds:
+        return _no_fuse()
     return None
 
 
