@@ -63,7 +63,12 @@ def init_workload_monitoring(client: RankMonitorClient) -> None:
 
 
 LAUNCHER_MODULE = "nvidia_resiliency_ext.fault_tolerance.launcher"
-"""`python -m` target of ft_launcher (its console script calls this module's main)."""
+LAUNCHER_ARGV = ("-c", f"import sys; from {LAUNCHER_MODULE} import main; sys.exit(main())")
+"""How ft_launcher starts (after the interpreter): as its console script does, the module imported once by its
+name. Not `python -m`: that runs it as __main__ beside the copy its rendezvous imports (``from .launcher
+import UnhealthyNodeException, get_node_health_check``), two classes of the exception, so the launcher's own
+``except UnhealthyNodeException`` never matches a failed health check (0.4.1 and 0.7 take their generic
+branch instead) and a node health check endpoint it sets is not the one its rendezvous asks."""
 
 
 def ft_config_section(options: dict) -> dict:

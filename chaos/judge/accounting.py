@@ -22,9 +22,9 @@ The rules:
   is the stack's failure, judged by the recovery verdicts. An attempt that died before any of its ranks
   started, with no fault of its own, failed of something else (a port, a package, a crash at start-up),
   unless the launcher refused to start it because a health check before its rendezvous failed (NVRx 0.7,
-  HEALTH_CHECK_FAILED): that is its reaction to the earlier fault; or unless what it lacked was held by
-  processes of an earlier attempt still running when it started
-  (``leftovers_at_start``: chaos/supervise/leftovers.py): a port its EADDRINUSE names, a file its cause
+  HEALTH_CHECK_FAILED): that is its reaction to the earlier fault (the newest of those the check looks at,
+  HEALTH_CHECKED); or unless what it lacked was held by processes of an earlier attempt still running when
+  it started (``leftovers_at_start``: chaos/supervise/leftovers.py): a port its EADDRINUSE names, a file its cause
   names, GPU memory of its CUDA OOM. Then the earlier attempt's fault explains it, as a failed recovery, and
   its cause names the resource and the processes (``port 27267 held by 4 pt_data_worker processes of
   attempt 0 (left over 3.5 s after the kill): ...``).
@@ -192,16 +192,20 @@ def _explain(signs: list[Failure], faults: list[Event], events: list[Event]) -> 
     earlier = [f for f in faults if f["attempt"] < failure.attempt and f["mono"] <= failure.mono]
     if earlier and (held := held_resource(failure, events)) is not None:
         return _with(dataclasses.replace(failure, cause=f"{held}: {failure.cause}"), _fault_id(earlier[-1]), recovery=True)
-    refused = failure.how == names.LAUNCHER_EXIT and HEALTH_CHECK_FAILED.search(failure.cause) is not None
+    refused = HEALTH_CHECK_FAILED.search(failure.cause) if failure.how == names.LAUNCHER_EXIT else None
     if earlier and (_started(failure.attempt, events) or refused):
-        return _with(failure, _fault_id(earlier[-1]), recovery=True)
+        checked = HEALTH_CHECKED.get(refused["check"], ()) if refused else ()  # a NIC link down, then the kill
+        culprit = next((f for f in reversed(earlier) if f.get("fault") in checked), earlier[-1])
+        return _with(failure, _fault_id(culprit), recovery=True)
     return failure
 
 
-HEALTH_CHECK_FAILED = re.compile(r"[A-Z][A-Za-z ]*?health check failed for node[^\n]*")
+HEALTH_CHECK_FAILED = re.compile(r"(?P<check>[A-Z][A-Za-z ]*?health check) failed for node[^\n]*")
 """ft_launcher's line (NVRx 0.7) when a health check before a rendezvous fails: it then exits 1 without
 starting the attempt. After an injected fault that is the stack's reaction to the fault (it refused to
 restart onto what the fault broke), so the earlier fault explains it, as a restart the fault broke."""
+HEALTH_CHECKED = {"NIC link state health check": ("nic_link_down",), "Storage path health check": ("storage_stall", "disk_full")}
+"""What each of those checks looks at, as the fault kinds that break it."""
 
 _PORT_IN_USE = re.compile(r"EADDRINUSE|address already in use", re.IGNORECASE)
 _PORT = re.compile(r"\bport:? (\d+)|:(\d+)\b")

@@ -28,6 +28,7 @@ from chaos.errors import BadInput
 from chaos.faults.disk import schema as disk
 from chaos.faults.memory import schema as memory
 from chaos.faults.network import schema as network
+from chaos.faults.nic import schema as nic
 from chaos.faults.plan import PlannedFault, Side
 from chaos.faults.registry import Fault
 from chaos.faults.slurm.schema import SlurmRequeue
@@ -328,6 +329,10 @@ class Scenario(Strict):
                 yield from (f"faults[{i}].{p}" for p in network.scenario_problems(fault, self.nodes, self.deadline_s if deadline else None))
             if isinstance(fault, memory.HostOom):
                 yield from (f"faults[{i}].{p}" for p in memory.scenario_problems(self.command is not None))
+            if isinstance(fault, nic.NicLinkDown):
+                count = sum(isinstance(f, nic.NicLinkDown) for f in self.faults)
+                yield from (f"faults[{i}].{p}" for p in nic.scenario_problems(
+                    self.launcher, self.nodes, self.requires == "slurm", count, self.ft.enable_nic_healthcheck, self.ft.link_state_path_template))
             if deadline and fault.after_s is not None and fault.after_s >= self.deadline_s:
                 yield f"faults[{i}].after_s: {fault.after_s:g} is past deadline_s ({self.deadline_s:g})"
             if last is not None and fault.last_attempt > last:

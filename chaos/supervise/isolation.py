@@ -25,6 +25,9 @@ reported as a leftover, like a process.
   namespace that the agents join; the runner itself sees the plain folder, and the mounted files through
   ``/proc/<holder_pid(node)>/root/<path>`` while the room is open. No fallback: ``start`` raises
   ``IsolationUnavailable`` with the reason (``unavailable()`` says it before a run, for a skip).
+- ``infiniband``: NIC names the launch's /sys/class/infiniband lists (a folder each), in its private mount
+  namespace, on a host with no InfiniBand or in place of its own (chaos/supervise/nshold.py says how):
+  what NVRx's NIC link state health check enumerates (the nic_link_down fault). No fallback.
 - ``node_networks``: the simulated nodes' names; each gets a network namespace of its own (and the tmpfs
   mounts, as its local disk) with two links (``LINKS``): ``eth0`` at ``address(node)`` (10.77.0.<i+1>)
   for the rendezvous and stores, ``eth1`` (10.78.0.<i+1>) for the collectives, each a veth to a bridge in
@@ -79,24 +82,26 @@ class Isolation:
     network: bool = True
     tmpfs: Mapping[Path, int] = field(default_factory=dict)
     node_networks: tuple[str, ...] = ()
+    infiniband: tuple[str, ...] = ()
 
     def start(self, env: Mapping[str, str], tag: str) -> Room:
         """The namespaces, set up; `env` is their holders' environment, `tag` names the run's links."""
         room = Room(tag=link_tag(tag))
         mounts = [(str(Path(p).resolve()), size) for p, size in self.tmpfs.items()]
+        nics = self.infiniband
         try:
             if self.node_networks:
                 room.mode = "node-networks"
-                room.hub = _hold(True, [], env, room.tag)
+                room.hub = _hold(True, [], (), env, room.tag)
                 for i, node in enumerate(self.node_networks):
-                    room.holders[node] = _hold(True, mounts, env, room.tag)
+                    room.holders[node] = _hold(True, mounts, nics, env, room.tag)
                     _wire(room, node, i)
-            elif self.network or mounts:
-                room.holders[None] = _hold(self.network, mounts, env, room.tag)
+            elif self.network or mounts or nics:
+                room.holders[None] = _hold(self.network, mounts, nics, env, room.tag)
                 room.mode = "netns" if self.network else "ports"
         except IsolationUnavailable as e:
             room.close()
-            if mounts or self.node_networks:
+            if mounts or nics or self.node_networks:
                 raise
             room.mode, room.reason = "ports", str(e)
         return room
@@ -124,8 +129,9 @@ class Holder:
         return self.proc.pid
 
 
-def _hold(net: bool, mounts: list[tuple[str, int]], env: Mapping[str, str], tag: str) -> Holder:
-    argv = [sys.executable, "-I", "-S", str(HOLDER), "1" if net else "0", *(f"{p}={s}" for p, s in mounts)]
+def _hold(net: bool, mounts: list[tuple[str, int]], nics: tuple[str, ...], env: Mapping[str, str], tag: str) -> Holder:
+    listed = [f"--infiniband={','.join(nics)}"] if nics else []
+    argv = [sys.executable, "-I", "-S", str(HOLDER), "1" if net else "0", *listed, *(f"{p}={s}" for p, s in mounts)]
     proc = subprocess.Popen(
         deathsig.wrap(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         env={**env, HOLDER_VAR: tag}, start_new_session=True,

@@ -105,7 +105,7 @@ def agent_command(command: list[str], is_host: bool, local_addr: str | None = No
 def worker_base(command: list[str], base: int) -> int:
     """What a late agent's workers add to their TORCHELASTIC_RESTART_COUNT to number their attempt: the
     round it joins (`base`), unless the launcher already counts rounds there (ft_launcher 0.7)."""
-    ft = nvrx_compat.LAUNCHER_MODULE in command
+    ft = any(nvrx_compat.LAUNCHER_MODULE in arg for arg in command)
     return 0 if ft and nvrx_compat.RESTART_COUNT_IS_ROUND else base
 
 

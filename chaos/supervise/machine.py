@@ -1,7 +1,8 @@
 """What a run's faults change on the machine beyond the launches' namespaces, owned by the runner for the whole
 run: the run's memory cgroup (chaos/supervise/cgroup.py), with one teardown (``close``) that says what of the
 run is left on the machine: a cgroup, or a mount of its folders in the machine's namespace (the storage its
-faults ask each launch for, chaos/supervise/storage.py, lives and ends in the launch's).
+faults ask each launch for, chaos/supervise/storage.py, lives and ends in the launch's), or a mount on
+/sys/class that was not there before the run (a launch's fake NICs, nic_link_down, live in its namespace).
 
 ``lacks`` tells, before anything is launched, why this machine cannot give a scenario's faults what they
 need (a privilege, a kernel feature, a package), so the run is refused and its test skipped with that reason.
@@ -18,11 +19,12 @@ from chaos.faults.memory.planned import HostOom
 from chaos.faults.plan import PlannedFault
 from chaos.supervise import cgroup
 from chaos.supervise.isolation import Isolation, IsolationUnavailable
-from chaos.supervise.storage import mounts_outside
+from chaos.supervise.storage import mount_points, mounts_outside
 from runlog.env import MEMORY_CGROUP_VAR
 from runlog.log import EventLog
 
 STORAGE_KINDS = {"disk_full", "storage_stall"}
+SYS_CLASS = "/sys/class"
 
 
 @dataclass
@@ -30,6 +32,8 @@ class RunMachine:
     memory: cgroup.OomWatch | None
     run_dir: Path
     run_id: str
+    sys_class: set[str]
+    """The machine's mounts on /sys/class before the run (a launch's fake NICs mount there, in its namespace)."""
 
     @classmethod
     def start(cls, plan: list[PlannedFault], run_dir: Path, events: EventLog) -> RunMachine:
@@ -41,7 +45,7 @@ class RunMachine:
             if isinstance(where, str):
                 raise IsolationUnavailable(where)
             memory = cgroup.OomWatch(cgroup.MemoryCgroup.create(where, run_dir.name, oom.limit_bytes), run_dir, events)
-        return cls(memory, run_dir, run_dir.name)
+        return cls(memory, run_dir, run_dir.name, mount_points(SYS_CLASS))
 
     @property
     def env(self) -> dict[str, str]:
@@ -58,6 +62,7 @@ class RunMachine:
             self.memory.tick()  # an OOM kill in the run's last moments
             self.memory.cgroup.remove()
         left = [f"cgroup {p}" for p in cgroup.of_run(self.run_id)]
+        left += [f"mount {p}" for p in sorted(mount_points(SYS_CLASS) - self.sys_class)]
         return left + mounts_outside(self.run_dir)
 
 
@@ -72,6 +77,8 @@ def lacks(kinds: set[str]) -> str | None:
         if reason is not None:
             wanted = sorted(kinds & STORAGE_KINDS)
             return f"{', '.join(wanted)} need{'s' if len(wanted) == 1 else ''} a private mount namespace with a tmpfs: {reason}"
+    if "nic_link_down" in kinds and (reason := _no_fake_nics()) is not None:
+        return f"nic_link_down needs a private mount namespace with its own /sys/class/infiniband: {reason}"
     if "storage_stall" in kinds:
         return _no_fuse()
     return None
@@ -83,6 +90,14 @@ def _no_private_tmpfs() -> str | None:
             Isolation(network=False, tmpfs={Path(folder): 1 << 20}).start(os.environ, "probe").close()
         except IsolationUnavailable as e:
             return str(e)
+    return None
+
+
+def _no_fake_nics() -> str | None:
+    try:
+        Isolation(network=False, infiniband=("probe",)).start(os.environ, "probe").close()
+    except IsolationUnavailable as e:
+        return str(e)
     return None
 
 

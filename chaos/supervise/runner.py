@@ -20,6 +20,8 @@ import yaml
 
 from chaos.adapters import flight_recorder
 from chaos.errors import BadInput, NeverRan
+from chaos.faults.nic.planned import TEMPLATE, launch_nics
+from chaos.faults.nic.schema import NicLinkDown as NicLinkDownSpec
 from chaos.faults.plan import PlannedFault, arming, write_plan
 from chaos.judge.baseline import BaselineFailed, cache_dir, cached_baseline, ensure_baseline
 from chaos.judge.run import RunOutcome, installed, judge_folder, scenario_of
@@ -114,7 +116,7 @@ def launcher_command(scenario: Scenario, run_dir: Path, port: int, overrides: li
     options = ft_options(scenario, run_dir)
     ft_yaml.write_text(yaml.safe_dump(nvrx_compat.ft_config_section(options)))
     return [
-        sys.executable, "-m", nvrx_compat.LAUNCHER_MODULE, *common, f"--term-timeout={scenario.ft.term_timeout:g}",
+        sys.executable, *nvrx_compat.LAUNCHER_ARGV, *common, f"--term-timeout={scenario.ft.term_timeout:g}",
         f"--ft-cfg-path={ft_yaml}", *nvrx_compat.launcher_cli_options(options), *trainer,
     ]
 
@@ -132,6 +134,8 @@ def ft_options(scenario: Scenario, run_dir: Path) -> dict[str, Any]:
     own = ft_cfg(scenario.command) if scenario.command is not None else None
     if own is None:
         options = scenario.ft.model_dump(exclude={"term_timeout"})
+        if any(isinstance(f, NicLinkDownSpec) for f in scenario.faults):
+            options["link_state_path_template"] = TEMPLATE  # the run's link state files (chaos/faults/nic)
         return {k: v.replace("{run_dir}", str(run_dir)) if k in RUN_DIR_PATHS and v else v for k, v in options.items()}
     section = ft_section(own.replace("{run_dir}", str(run_dir)))
     reclaim = scenario.ft.gpu_memory_reclaim_timeout
@@ -259,6 +263,7 @@ def _launch(
     try:
         on_gpus = scenario.nodes > 1 and wants_cuda(scenario.config.dist)
         storage = RunStorage.of(plan, run_dir)
+        nics = launch_nics(plan, run_dir)
         networks = node_networks(plan, scenario.nodes + scenario.spares)
         host = node_address(0) if networks else "127.0.0.1"
         spec = LaunchSpec(
@@ -266,7 +271,7 @@ def _launch(
             env={**env, **launcher_env(scenario, claim.ports), **env_overrides},
             run_dir=run_dir, deadline_s=deadline_s, run_id=run_dir.name, cwd=run_dir, nodes=scenario.nodes,
             gpu_blocks=tuple(gpu_blocks(visible_gpus(), scenario.node_size)) if on_gpus else (),
-            isolation=Isolation(tmpfs=storage.tmpfs, network=own_network(), node_networks=networks),
+            isolation=Isolation(tmpfs=storage.tmpfs, network=own_network(), node_networks=networks, infiniband=nics),
         )
         launch = Launch(spec, events, attempts, on_line=steps.line if isinstance(steps, LogSteps | AdapterSteps) else None)
         if scenario.nodes > 1:

@@ -51,6 +51,10 @@ class RunStorage:
 
 def mounts_outside(run_dir: Path) -> list[str]:
     """Mounts under the run folder that the machine's namespace shows (a run's must never be there)."""
-    root = str(run_dir.resolve())
+    return [f"mount {p}" for p in sorted(mount_points(str(run_dir.resolve())))]
+
+
+def mount_points(root: str) -> set[str]:
+    """The machine namespace's mount points at `root` or below it."""
     points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
-    return [f"mount {p}" for p in points if p == root or p.startswith(root + "/")]
+    return {p for p in points if p == root or p.startswith(root + "/")}

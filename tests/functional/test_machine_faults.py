@@ -1,6 +1,7 @@
 """What the storage and memory faults change on the machine is undone whatever the run's end: a runner
 SIGKILLed while its storage server is stopped and its memory cgroup exists leaves no process (the stopped
-server included), no cgroup and no mount; bad input is refused with one line before anything starts."""
+server included), no cgroup and no mount; bad input (a NIC fault's too) is refused with one line before
+anything starts."""
 
 from __future__ import annotations
 
@@ -60,6 +61,7 @@ def test_a_sigkilled_runner_leaves_no_stopped_server_cgroup_or_mount(tmp_path: P
 @pytest.mark.parametrize(("fault", "field"), [
     ({"type": "disk_full", "at_step": 5, "disk_bytes": 70000}, "faults[0].disk_bytes"),
     ({"type": "storage_stall", "at_step": 5, "stall_s": 500}, "faults[0].stall_s"),
+    ({"type": "nic_link_down", "at_step": 5, "nic": 2}, "faults[0]: nic: 2 is not one of the 2 NICs"),
 ])
 def test_bad_storage_input_is_one_line_before_launch(tmp_path: Path, fault: dict, field: str) -> None:
     path = write_scenario(tmp_path, "bad", trainer={"train.train_iters": 10, "checkpoint.save_interval": 5}, faults=[fault])

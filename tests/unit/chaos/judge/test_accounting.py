@@ -215,3 +215,31 @@ def test_a_held_checkpoint_file_or_gpu_memory_explains_a_failure_that_names_it(e
                   event("run_start", 3.0, attempt=1, rank=1), event("exit", 3.5, attempt=1, reason="error", code=1, error=error)]
         (failure,) = [f for f in account(events, [KILL], {"": ""}).failures if f.attempt == 1]
         assert failure.recovery_of and failure.cause == f"{resource} held by 1 python process of attempt 0 (left over 2.9 s after the kill): {error}"
+
+
+NIC_LOG = """\
+2026-12-06 07:03:51,783 [ERROR] [vm] health_check.py:843 NIC device chaos_ib0: Port state changed from ACTIVE to DOWN. Health check FAILED.
+2026-12-06 07:03:51,786 [ERROR] [vm] ft_rendezvous_barrier.py:2629 NIC link state health check failed for node localhost_1_0: Node localhost_1_0 has unhealthy NIC link(s).
+"""
+
+
+def test_a_restart_a_health_check_refused_is_the_failed_recovery_of_what_that_check_looks_at(event):
+    """ft_nic_link_down_w1: the link goes down (f0), the rank is killed (f1), the launcher restarts and its NIC
+    check refuses the new attempt: the link down broke the restart, not the kill, the newest fault."""
+    events = [
+        event("run_start", 0.5), event("step", 1.0, iteration=4, loss=1.0),
+        event("fault_injected", 1.1, rank=-1, fault="nic_link_down", fault_id="f0"),
+        event("fault_injected", 1.2, fault="rank_killed", fault_id="f1", target_rank=0),
+        event("worker_failed", 1.3, rank=-1, exitcode=-9, local_rank=0, line="failed (exitcode: -9) local_rank: 0"),
+        event("restart", 1.31, rank=-1, attempt=1, attempts_left=2),
+        event("launcher_exit", 8.0, rank=-1, attempt=1, code=1),
+    ]
+    planned = [{"fault_id": "f0", "type": "nic_link_down", "rank": None, "attempt": 0, "at_step": 4},
+               {**KILL, "fault_id": "f1", "type": "rank_killed", "rank": 0, "at_step": 6}]
+    kill, refused = account(events, planned, {"": NIC_LOG}).failures
+    assert (kill.explained_by, kill.recovery_of) == ("f1", False)
+    assert (refused.attempt, refused.explained_by, refused.recovery_of) == (1, "f0", True)
+    assert refused.cause == ("the launcher exited 1: NIC link state health check failed for node localhost_1_0: "
+                             "Node localhost_1_0 has unhealthy NIC link(s).")
+    other = NIC_LOG.replace("NIC link state health check", "Storage path health check")
+    assert account(events, planned, {"": other}).failures[1].explained_by == "f1"  # no storage fault: the newest

@@ -24,6 +24,7 @@ from chaos.supervise.isolation import (
     still_held,
     unavailable,
 )
+from chaos.supervise.storage import mount_points
 
 needs_namespaces = pytest.mark.skipif(unavailable() is not None, reason=f"no namespaces here: {unavailable()}")
 
@@ -91,6 +92,30 @@ def test_a_tmpfs_of_the_run_fills_up_with_enospc_inside_and_the_machine_never_se
     finally:
         assert room.close() == []
     assert str(disk) not in Path("/proc/self/mountinfo").read_text()
+
+
+@needs_namespaces
+def test_a_launch_lists_its_own_infiniband_nics_beside_the_machines_classes_and_the_machine_never_sees_them() -> None:
+    machine_classes = sorted(c for c in os.listdir("/sys/class") if c != "infiniband")
+    before = mount_points("/sys/class")
+    room = Isolation(network=True, infiniband=("chaos_ib0", "chaos_ib1")).start(os.environ, "test-nics")
+    try:
+        done = inside(room, None, """
+            import errno, os
+            print(sorted(os.listdir("/sys/class/infiniband")))
+            print(sorted(c for c in os.listdir("/sys/class") if c != "infiniband"))
+            print(open("/sys/class/net/lo/ifindex").read().strip())  # the machine's classes read as before
+            try:
+                os.mkdir("/sys/class/infiniband/another")
+            except OSError as e:
+                print(errno.errorcode[e.errno])""")
+        assert done.returncode == 0, done.stderr
+        nics, classes, lo, mkdir = done.stdout.splitlines()
+        assert (nics, classes, lo, mkdir) == ("['chaos_ib0', 'chaos_ib1']", str(machine_classes), "1", "EROFS")
+        assert mount_points("/sys/class") == before  # nothing of it in the machine's namespace
+    finally:
+        assert room.close() == []
+    assert mount_points("/sys/class") == before
 
 
 @needs_namespaces
@@ -198,12 +223,16 @@ def test_a_user_without_the_privilege_falls_back_and_a_tmpfs_is_refused(tmp_path
         try:
             Isolation(network=True, tmpfs={{"/tmp": 1 << 20}}).start(os.environ, "test-nobody")
         except IsolationUnavailable as e:
+            print("refused |", e)
+        try:
+            Isolation(network=False, infiniband=("chaos_ib0",)).start(os.environ, "test-nobody")
+        except IsolationUnavailable as e:
             print("refused |", e)"""
     done = subprocess.run(
         ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/python3", "-c", textwrap.dedent(code)],
         capture_output=True, text=True, timeout=30, cwd="/",
     )
-    assert done.stdout.splitlines() == ["ports | unshare: Operation not permitted", "refused | unshare: Operation not permitted"], done.stderr
+    assert done.stdout.splitlines() == ["ports | unshare: Operation not permitted", *["refused | unshare: Operation not permitted"] * 2], done.stderr
 
 
 

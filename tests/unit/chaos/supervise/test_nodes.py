@@ -98,10 +98,10 @@ def test_visible_gpus_follow_cuda_visible_devices(monkeypatch):
 
 
 @pytest.mark.parametrize(("rounds", "launcher", "expected"), [
-    (True, nvrx_compat.LAUNCHER_MODULE, 0),  # ft_launcher 0.7: the restart count already is the round joined
-    (False, nvrx_compat.LAUNCHER_MODULE, 2),  # 0.4.1: a fresh agent counts its own restarts from 0
-    (True, "torch.distributed.run", 2),
+    (True, nvrx_compat.LAUNCHER_ARGV, 0),  # ft_launcher 0.7: the restart count already is the round joined
+    (False, nvrx_compat.LAUNCHER_ARGV, 2),  # 0.4.1: a fresh agent counts its own restarts from 0
+    (True, ("-m", "torch.distributed.run"), 2),
 ])
 def test_a_late_agent_numbers_its_workers_from_the_round_it_joins(monkeypatch, rounds, launcher, expected):
     monkeypatch.setattr(nvrx_compat, "RESTART_COUNT_IS_ROUND", rounds)
-    assert worker_base(["python", "-m", launcher], 2) == expected
+    assert worker_base(["python", *launcher], 2) == expected
