@@ -184,3 +184,15 @@ def test_remaining_processes_seen_by_both_agree_and_a_cut_list_is_said() -> None
     agree, text = remaining_check(remaining_processes(cut), [{"processes": [{"pid": 7, "name": "pt_data_worker"}]}])
     assert not agree and text.startswith("DISAGREE (the launcher's list is cut): launcher listed 24413 (python, running) "
                                          "in 1 warning(s) and counted 20 more without listing them")
+
+
+def test_a_known_failure_fixed_in_nvrx_0_7_applies_only_below_it(monkeypatch) -> None:
+    """external_loader_leftovers burns restarts under 0.4.1 only: 0.7's launcher kills the leftover workers."""
+    from chaos.judge import run
+    from chaos.schema.loader import load_scenario
+
+    scenario = load_scenario(ROOT / "scenarios/external_loader_leftovers.yaml")
+    assert scenario.known_failure.only_without == ["nvidia-resiliency-ext>=0.7"]
+    for installed, known in (("0.4.1", True), ("0.7.0", False), ("0.10.0rc1", False)):
+        monkeypatch.setattr(run, "version", lambda name, v=installed: v)
+        assert run.known_here(scenario) is known, installed
