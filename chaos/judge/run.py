@@ -159,19 +159,20 @@ stopping workers against those the harness found left at an attempt's start."""
 
 
 def remaining_verdicts(scenario: Scenario, folder: RunFolder, events: list[dict]) -> list[Verdict]:
-    """One verdict where the launcher checked for remaining processes: its lists and the harness's
-    ``leftovers_at_start`` name the same processes."""
+    """One verdict where the launcher checked for remaining processes: every leftover the harness found at
+    an attempt's start is one a launcher (of any node) listed after its stop."""
     if scenario.launcher != "ft_launcher" or not scenario.ft.check_remaining_processes:
         return []
     leftovers = [e for e in events if e["event"] == names.LEFTOVERS_AT_START]
-    agree, text = remaining_check(remaining_processes(_output(folder)), leftovers)
+    reports = [report for log in _logs(folder).values() for report in remaining_processes(log)]  # every node's launcher
+    agree, text = remaining_check(reports, leftovers)
     wanted = "every process the harness found left at an attempt's start was listed by ft_launcher after its stop (ft.check_remaining_processes)"
     return [Verdict(REMAINING_PROCESSES, wanted, text, agree)]
 
 
 def known_here(scenario: Scenario) -> bool:
     """Whether the scenario's known failure applies on this machine (``only_without``: none of those
-    packages installed)."""
+    packages installed, or none at that version)."""
     known = scenario.known_failure
     return known is not None and not any(installed(name) for name in known.only_without)
 
