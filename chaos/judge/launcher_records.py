@@ -13,6 +13,14 @@
   ``max_no_progress_cycles`` cycles in a row without progress it stops the job with the no-restart exit code
   (93 unless ``ft.no_restart_exit_code``). ``progress_stop`` reads its log lines: the cycles it judged, and
   whether it stopped.
+- **Remaining processes** (``ft.check_remaining_processes``): after stopping a cycle's workers (SIGTERM to
+  each worker's process group, its descendants included, then SIGKILL 1 s later) the launcher lists the
+  processes still alive in those process groups; it kills nothing more. ``remaining_processes`` reads the
+  lists; ``remaining_check`` holds them against the harness's ``leftovers_at_start`` (what the runner found
+  alive at the next attempt's start): which processes both saw, which the launcher listed and were gone by
+  the next start (it looks right after its SIGKILL), which the harness found and the launcher missed (the
+  launcher looks only in the workers' process groups; the harness at every process carrying the run's
+  marker). A missed one is a disagreement: the verdict fails and lists both sides, neither taken as right.
 """
 
 from __future__ import annotations
@@ -28,6 +36,10 @@ PROGRESS = re.compile(r"Training cycle #(?P<cycle>\d+) made progress: (?P<before
 STOPPED = "Progress tracker detected no progress across restarts"
 HEALTH_FAILED = re.compile(r"(?P<check>[A-Z][A-Za-z ]*?health check) failed for node")
 NOT_REPORTED = "Progress tracking is enabled but no iterations are being reported"
+REMAINING = re.compile(r"Found (?P<count>\d+) remaining processes in worker PGIDs after termination:")
+REMAINING_PROCESS = re.compile(
+    r"PID=(?P<pid>\d+), PPID=(?P<ppid>-?\d+), PGID=(?P<pgid>\d+), name=(?P<name>.*?), status=(?P<status>[\w-]+), cmdline=(?P<cmdline>.*)$"
+)
 
 
 class CycleRecordError(ValueError):
@@ -122,3 +134,68 @@ def failed_health_check(log: str) -> str:
     check"), or "none"."""
     found = HEALTH_FAILED.search(log)
     return found["check"] if found else "none"
+
+
+@dataclass(frozen=True)
+class RemainingProcess:
+    """One process the launcher found alive in a worker's process group after stopping the workers."""
+
+    pid: int
+    ppid: int
+    pgid: int
+    name: str
+    status: str
+    """psutil's status as the launcher saw it (``running``, ``sleeping``, ``disk-sleep``, ...)."""
+    cmdline: str
+
+
+@dataclass(frozen=True)
+class RemainingReport:
+    """One "Found N remaining processes" warning: the count the launcher gave and the processes it listed
+    (at most 20; ``count`` says how many there were)."""
+
+    line: int
+    """Its line number in the launcher's log (1-based)."""
+    count: int
+    processes: tuple[RemainingProcess, ...]
+
+
+def remaining_processes(log: str) -> list[RemainingReport]:
+    """Every remaining-processes warning in the launcher's log, with the processes listed under it (each
+    ``PID=...`` line belongs to the warning before it: other output may come between them)."""
+    found: list[tuple[int, int, list[RemainingProcess]]] = []
+    for number, text in enumerate(log.splitlines(), 1):
+        if header := REMAINING.search(text):
+            found.append((number, int(header["count"]), []))
+        elif found and (listed := REMAINING_PROCESS.search(text)):
+            found[-1][2].append(RemainingProcess(int(listed["pid"]), int(listed["ppid"]), int(listed["pgid"]), listed["name"],
+                                                 listed["status"], listed["cmdline"]))
+    return [RemainingReport(line, count, tuple(processes)) for line, count, processes in found]
+
+
+def remaining_check(reports: list[RemainingReport], leftovers: list[dict]) -> tuple[bool, str]:
+    """(agree, what both sides show): the processes the launcher listed after its stops against those the
+    harness found alive at an attempt's start (``leftovers_at_start`` events, as the runner wrote them).
+
+    A process the launcher listed that was gone by the next start agrees (its list is of the moment after
+    its SIGKILL, when a process may still be dying); one the harness found at a start that the launcher did
+    not list is a disagreement: a leftover the launcher missed (outside the workers' process groups)."""
+    listed = {p.pid: f"{p.name}, {p.status}" for r in reports for p in r.processes}
+    found = {int(p["pid"]): str(p.get("name", "?")) for e in leftovers for p in e.get("processes", ())}
+    unlisted = sum(r.count - len(r.processes) for r in reports)
+    both = {pid: name for pid, name in found.items() if pid in listed}
+    gone = {pid: state for pid, state in listed.items() if pid not in found}
+    missed = {pid: name for pid, name in found.items() if pid not in listed}
+    text = (f"launcher listed {_procs(listed)} in {len(reports)} warning(s)"
+            + (f" and counted {unlisted} more without listing them" if unlisted else "")
+            + f"; harness found {_procs(found)} at {len(leftovers)} attempt start(s); seen by both: {_procs(both)}; "
+            f"listed by the launcher, gone by the next start: {_procs(gone)}; missed by the launcher: {_procs(missed)}")
+    if missed and not unlisted:
+        return False, f"DISAGREE: {text}"
+    if missed:
+        return False, f"DISAGREE (the launcher's list is cut): {text}"
+    return True, f"agree: {text}"
+
+
+def _procs(by_pid: dict[int, str]) -> str:
+    return "none" if not by_pid else ", ".join(f"{pid} ({name})" for pid, name in sorted(by_pid.items()))

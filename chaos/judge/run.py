@@ -6,6 +6,7 @@ over its folder, so judging never launches anything itself.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import asdict, dataclass, replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -16,7 +17,14 @@ from chaos.judge.accounting import OWN_EVENTS, account, record_accounting
 from chaos.judge.attribution import armed_sources, attribute, attribution_record, attribution_verdicts
 from chaos.judge.culprit import claims as culprit_claims
 from chaos.judge.culprit import record_claims
-from chaos.judge.launcher_records import cycle_check, failed_health_check, progress_stop, restart_time_saved_s
+from chaos.judge.launcher_records import (
+    cycle_check,
+    failed_health_check,
+    progress_stop,
+    remaining_check,
+    remaining_processes,
+    restart_time_saved_s,
+)
 from chaos.judge.registry import breaks_run
 from chaos.judge.report import build_journal, format_summary, plot_timeline, write_journal
 from chaos.judge.timeline import Metrics, build_timeline, compute_metrics
@@ -96,6 +104,7 @@ def judge_folder(
     verdicts = harness_verdicts(events, scenario.deadline_s, scenario.expect, accounting)
     verdicts += judge(scenario.expect, metrics, baseline_check)
     verdicts += cycle_verdicts(scenario, folder, events)
+    verdicts += remaining_verdicts(scenario, folder, events)
     verdicts += attribution_verdicts(scenario.expect, attributions, claims, armed)
     status = run_status(verdicts)
     if known_here(scenario) and status != BROKEN:
@@ -144,20 +153,52 @@ def cycle_verdicts(scenario: Scenario, folder: RunFolder, events: list[dict]) ->
     return [Verdict(CYCLE_RECORDS, "the launcher's cycle records (ft.cycle_info_dir) match the attempts the ranks logged", text, agree)]
 
 
+REMAINING_PROCESSES = "launcher_remaining_processes"
+"""The verdict of a run with ``ft.check_remaining_processes``: the processes the launcher listed after
+stopping workers against those the harness found left at an attempt's start."""
+
+
+def remaining_verdicts(scenario: Scenario, folder: RunFolder, events: list[dict]) -> list[Verdict]:
+    """One verdict where the launcher checked for remaining processes: every leftover the harness found at
+    an attempt's start is one a launcher (of any node) listed after its stop."""
+    if scenario.launcher != "ft_launcher" or not scenario.ft.check_remaining_processes:
+        return []
+    leftovers = [e for e in events if e["event"] == names.LEFTOVERS_AT_START]
+    reports = [report for log in _logs(folder).values() for report in remaining_processes(log)]  # every node's launcher
+    agree, text = remaining_check(reports, leftovers)
+    wanted = "every process the harness found left at an attempt's start was listed by ft_launcher after its stop (ft.check_remaining_processes)"
+    return [Verdict(REMAINING_PROCESSES, wanted, text, agree)]
+
+
 def known_here(scenario: Scenario) -> bool:
     """Whether the scenario's known failure applies on this machine (``only_without``: none of those
-    packages installed)."""
+    packages installed, or none at that version)."""
     known = scenario.known_failure
     return known is not None and not any(installed(name) for name in known.only_without)
 
 
 def installed(distribution: str) -> bool:
-    """Whether a package is installed (its metadata is found; nothing of it is imported)."""
+    """Whether a package is installed (its metadata is found; nothing of it is imported), at a version the
+    requirement allows where it names one (``nvidia-resiliency-ext>=0.7``)."""
+    name, _, least = distribution.partition(">=")
     try:
-        version(distribution)
+        found = version(name)
     except PackageNotFoundError:
         return False
-    return True
+    return not least or _release(found) >= _release(least)
+
+
+def _release(text: str) -> tuple[int, ...]:
+    """A version's leading numbers (``0.7.0rc1`` -> (0, 7, 0)), for a ``>=`` against the one installed."""
+    numbers = []
+    for part in text.split("."):
+        digits = "".join(itertools.takewhile(str.isdigit, part))
+        if not digits:
+            break
+        numbers.append(int(digits))
+        if digits != part:
+            break
+    return tuple(numbers)
 
 
 def run_status(verdicts: list[Verdict]) -> str:

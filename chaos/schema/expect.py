@@ -264,6 +264,7 @@ class KnownFailure(Strict):
     reason: str = Field(min_length=1)
     verdicts: list[str] = Field(min_length=1)
     signature: str | None = Field(default=None, min_length=1)
-    only_without: list[Literal["transformer-engine"]] = Field(default_factory=list)
+    only_without: list[Literal["transformer-engine", "nvidia-resiliency-ext>=0.7"]] = Field(default_factory=list)
     """The failure is known only where none of these packages is installed (an upstream fallback path's
-    bug); where one is, the run is judged on its expectations alone and must pass them."""
+    bug), or none at that version (a bug fixed there); where one is, the run is judged on its expectations
+    alone and must pass them."""

@@ -3,7 +3,9 @@ catalogue's external_loader_leftovers (a DDP trainer with forked DataLoader work
 SIGKILLed while a worker loads a slow batch). Each new rank 0 dies of EADDRINUSE on the store port the
 orphaned workers hold; the run is a known failure (its restarts), each burnt attempt a failed recovery from
 the kill naming the port and the processes; judged without its known failure it is a resiliency failure
-(exit 1), not a broken run (exit 3).
+(exit 1), not a broken run (exit 3). NVRx 0.4.1's launcher only: 0.7's kills the orphaned workers at its
+stop, and the catalogue's run of the scenario there checks its one restart (tests/functional/
+test_remaining_processes.py shows what 0.7 leaves).
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
+
+from trainer import nvrx_compat
 
 SCENARIO = Path(__file__).parents[2] / "scenarios" / "external_loader_leftovers.yaml"
 HELD = re.compile(
@@ -27,6 +32,8 @@ def _chaos(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "chaos", *args], capture_output=True, text=True, timeout=400)
 
 
+@pytest.mark.skipif(not nvrx_compat.launcher_lacks({"check_remaining_processes": True}),
+                    reason=f"NVRx {nvrx_compat.VERSION}'s launcher kills a dead rank's DataLoader workers at its stop: no restart is burnt")
 def test_a_restart_the_last_attempts_data_loader_workers_burn_is_a_failed_recovery_naming_them(tmp_path: Path) -> None:
     ran = _chaos("run", str(SCENARIO), "--out", str(tmp_path))
     assert ran.returncode == 0, ran.stdout + ran.stderr

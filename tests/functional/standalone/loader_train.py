@@ -6,7 +6,10 @@ workers (forked: they inherit every descriptor the rank has open, rank 0's liste
 included), sends a heartbeat every step, prints ``step N loss X`` from rank 0 and keeps its own checkpoint
 (rank 0 writes it atomically every ``--save-every`` steps) so that a restarted worker group resumes. With
 ``--slow-batch N`` the first attempt's batch of step N takes a worker ``--slow-batch-s`` seconds to load (a
-slow shard): a worker busy with it when its rank dies outlives the rank by that long.
+slow shard): a worker busy with it when its rank dies outlives the rank by that long. With ``--helper-mib N``
+rank 0 of the first attempt first forks a helper that holds N MiB of memory and ignores SIGTERM (a cache
+process): only SIGKILL ends it, and releasing its memory takes the kernel a moment. With ``--helper-session``
+the helper starts a session of its own (as a daemon does), leaving its rank's process group.
 
     ft_launcher --nproc-per-node=2 --ft-cfg-path=cfg.yaml loader_train.py --steps 20 --ckpt /tmp/ckpt.pt
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import time
 
 import torch
@@ -37,6 +41,15 @@ class Batches(torch.utils.data.Dataset):
         return torch.randn(16, 8, generator=torch.Generator().manual_seed(step * self.world + self.rank))
 
 
+def hold(mib: int) -> None:
+    """The helper: touch `mib` MiB, then wait deaf to SIGTERM until killed."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    cache = bytearray(mib << 20)
+    cache[:: 1 << 12] = b"\1" * len(range(0, len(cache), 1 << 12))
+    while True:
+        time.sleep(60)
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=20)
@@ -46,9 +59,15 @@ def main() -> None:
     p.add_argument("--num-workers", type=int, default=2, help="DataLoader worker processes per rank")
     p.add_argument("--slow-batch", type=int, default=None, help="the first attempt's batch of this step is slow to load")
     p.add_argument("--slow-batch-s", type=float, default=8.0, help="seconds the slow batch takes a worker")
+    p.add_argument("--helper-mib", type=int, default=0, help="rank 0 first forks a helper holding this much memory, deaf to SIGTERM")
+    p.add_argument("--helper-session", action="store_true", help="the helper leaves its rank's process group (setsid)")
     args = p.parse_args()
     first = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
     slow = {args.slow_batch: args.slow_batch_s} if args.slow_batch is not None and first else {}
+    if args.helper_mib and first and os.environ.get("RANK") == "0" and os.fork() == 0:
+        if args.helper_session:
+            os.setsid()
+        hold(args.helper_mib)
     dist.init_process_group("gloo")
     client = RankMonitorClient()
     client.init_workload_monitoring()
