@@ -94,12 +94,14 @@ def slot_file(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
     return None if session is None else tmp_path_factory.getbasetemp().parent / f"chaos-machine-{session}.lock"
 
 
-def sharing_gpus(scenario: Scenario) -> Scenario:
-    """The scenario as one of several runs packed onto the same GPUs (``-n N`` on cuda).
+def no_reclaim_wait(scenario: Scenario) -> Scenario:
+    """The scenario without ft_launcher's wait for the node's GPUs to empty, unless it sets one.
 
-    ft_launcher 0.5+ waits after stopping workers until the node's GPUs hold almost nothing; other runs'
-    memory never lets that happen, so each restart waited out the timeout (38 s seen). Packed runs turn
-    the wait off, unless the scenario sets it; ft.yaml in the run folder shows the value used.
+    ft_launcher 0.5+ waits after stopping workers until the node's GPUs hold almost nothing. Runs packed onto
+    the same GPUs (``-n N`` on cuda) never let that happen, so each restart waited out the timeout (38 s
+    seen); runs on CPU (``--chaos-device=cpu`` on a GPU machine) hold no GPU memory, and waited for whatever
+    else the GPUs held (25-50 s a restart beside a GPU benchmark, 1x H100, 2026-12-06). ft.yaml in the run
+    folder shows the value used.
     """
     if scenario.ft.gpu_memory_reclaim_timeout is not None:
         return scenario
@@ -154,10 +156,10 @@ def run_scenario(
         if reason:
             pytest.skip(reason)
         scenario, alone = on_device(scenario, device), scenario.runs_alone
-        if device == "cuda" and slots is not None and not alone:
-            scenario = sharing_gpus(scenario)
+        if device == "cpu" or (device == "cuda" and slots is not None and not alone):
+            scenario = no_reclaim_wait(scenario)
         with machine_slot(slots, alone=alone):
-            outcome = run(scenario, out, scenario_file=path, progress=progress, **kwargs)
+            outcome = run(scenario, out, scenario_file=path, progress=progress, device=device, **kwargs)
         for name, value in junit_properties(outcome.journal):
             record_property(name, value)
         record_property("run_dir", str(outcome.run_dir))

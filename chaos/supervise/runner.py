@@ -310,10 +310,13 @@ def run_scenario(
     seed: int | None = None,
     keep: bool = False,
     progress: Callable[[str], None] | None = print,
+    device: str | None = None,
 ) -> RunOutcome:
     """Run, judge and report one scenario; the journal and picture stay in the returned run folder.
-    RunError, before anything is launched, when this machine cannot run it or `out_dir` takes no folder."""
-    reason = unrunnable(scenario, None)
+    RunError, before anything is launched, when this machine cannot run it on `device` (as ``unrunnable``
+    takes it: the device a caller put the trainer on, which a `command` scenario's script does not show) or
+    `out_dir` takes no folder."""
+    reason = unrunnable(scenario, device)
     if reason is not None:
         raise RunError(reason)
     seed = scenario.seed if seed is None else seed

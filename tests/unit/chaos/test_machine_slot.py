@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.pytest_plugin import machine_slot, sharing_gpus, slot_file
+from chaos.pytest_plugin import machine_slot, no_reclaim_wait, slot_file
 from chaos.schema.loader import load_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[3] / "scenarios"
@@ -60,12 +60,12 @@ def test_only_straggler_detection_runs_alone(name, alone):
     assert load_scenario(SCENARIOS / f"{name}.yaml").runs_alone is alone
 
 
-def test_runs_sharing_gpus_do_not_wait_for_empty_gpus_unless_the_scenario_says():
-    shared = sharing_gpus(load_scenario(SCENARIOS / "rank_killed.yaml"))
+def test_packed_or_cpu_runs_do_not_wait_for_empty_gpus_unless_the_scenario_says():
+    shared = no_reclaim_wait(load_scenario(SCENARIOS / "rank_killed.yaml"))
     assert shared.ft.gpu_memory_reclaim_timeout == 0.0
     own = load_scenario(SCENARIOS / "rank_killed.yaml")
     own = own.replace(ft={"gpu_memory_reclaim_timeout": 20.0})
-    assert sharing_gpus(own).ft.gpu_memory_reclaim_timeout == 20.0
+    assert no_reclaim_wait(own).ft.gpu_memory_reclaim_timeout == 20.0
 
 
 @pytest.mark.parametrize("path", sorted(SCENARIOS.glob("*.yaml")), ids=lambda p: p.stem)
@@ -75,7 +75,7 @@ def test_every_scenario_is_one_a_packed_gpu_session_can_run(path: Path) -> None:
     from chaos.supervise.runner import on_device
 
     scenario = load_scenario(path)
-    packed = sharing_gpus(on_device(scenario, "cuda"))
+    packed = no_reclaim_wait(on_device(scenario, "cuda"))
     assert packed.ft.gpu_memory_reclaim_timeout is not None
     if scenario.command is None:
         assert packed.config.dist.device == "cuda"
