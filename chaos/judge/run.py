@@ -7,6 +7,7 @@ over its folder, so judging never launches anything itself.
 from __future__ import annotations
 
 import itertools
+import subprocess
 from dataclasses import asdict, dataclass, replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -172,9 +173,28 @@ def remaining_verdicts(scenario: Scenario, folder: RunFolder, events: list[dict]
 
 def known_here(scenario: Scenario) -> bool:
     """Whether the scenario's known failure applies on this machine (``only_without``: none of those
-    packages installed, or none at that version)."""
+    packages installed, or none at that version; ``only_with``: all of those conditions hold)."""
     known = scenario.known_failure
-    return known is not None and not any(installed(name) for name in known.only_without)
+    if known is None or any(installed(name) for name in known.only_without):
+        return False
+    return all(machine_has(condition, scenario) for condition in known.only_with)
+
+
+def machine_has(condition: str, scenario: Scenario) -> bool:
+    """Whether a known failure's ``only_with`` condition holds here: a package at a version, or fewer GPUs
+    (nvidia-smi's list; none without it) than the scenario's ranks on a node."""
+    if condition == "fewer-gpus-than-ranks-per-node":
+        return gpu_count() < scenario.node_size
+    return installed(condition)
+
+
+def gpu_count() -> int:
+    """The GPUs nvidia-smi lists (0 where it is missing or fails): what NVML, not torch, sees."""
+    try:
+        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(line.startswith("GPU ") for line in listed.splitlines())
 
 
 def installed(distribution: str) -> bool:

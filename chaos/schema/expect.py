@@ -264,7 +264,14 @@ class KnownFailure(Strict):
     reason: str = Field(min_length=1)
     verdicts: list[str] = Field(min_length=1)
     signature: str | None = Field(default=None, min_length=1)
+    may_also_fail: list[str] = Field(default_factory=list)
+    """Verdicts the failure leaves to chance (a limit it puts on the edge), pass or fail: never one of
+    `verdicts`."""
     only_without: list[Literal["transformer-engine", "nvidia-resiliency-ext>=0.7"]] = Field(default_factory=list)
     """The failure is known only where none of these packages is installed (an upstream fallback path's
     bug), or none at that version (a bug fixed there); where one is, the run is judged on its expectations
     alone and must pass them."""
+    only_with: list[Literal["nvidia-resiliency-ext>=0.7", "fewer-gpus-than-ranks-per-node"]] = Field(default_factory=list)
+    """The failure is known only where all of these hold: a package at that version (a bug it brought), or
+    ``fewer-gpus-than-ranks-per-node`` (nvidia-smi lists fewer GPUs than the scenario has ranks on a node:
+    a check that assumes a GPU per local rank); elsewhere the run must pass its expectations."""

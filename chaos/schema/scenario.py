@@ -360,9 +360,10 @@ class Scenario(Strict):
         if any(v is not None and not 0 <= v <= 1 for v in bounds):
             yield "expect.goodput: min and max must lie within [0, 1]"
         known = self.known_failure
-        for i, name in enumerate(known.verdicts if known else ()):
-            if name not in HARNESS_VERDICTS and getattr(e, name, None) is None:
-                yield f"known_failure.verdicts[{i}]: {name!r} is not an expectation this scenario sets"
+        for field in ("verdicts", "may_also_fail"):
+            for i, name in enumerate(getattr(known, field) if known else ()):
+                if name not in HARNESS_VERDICTS and getattr(e, name, None) is None:
+                    yield f"known_failure.{field}[{i}]: {name!r} is not an expectation this scenario sets"
 
     def _save_step_problems(self, where: str, step: int, local: bool) -> Iterator[str]:
         """Unless `step` is one the trainer saves a checkpoint of (a persistent one, or with `local` an NVRx

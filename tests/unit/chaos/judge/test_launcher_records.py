@@ -138,7 +138,20 @@ def test_a_known_failure_of_the_no_te_path_applies_only_where_te_is_absent(monke
     assert run.known_here(scenario)
     monkeypatch.setattr(run, "installed", lambda name: name == "transformer-engine")
     assert not run.known_here(scenario)
-    assert run.known_here(load_scenario(ROOT / "scenarios/bridge_simulate_fault_distopt.yaml"))
+    assert not run.known_here(load_scenario(ROOT / "scenarios/bridge_simulate_fault_distopt.yaml"))
+
+
+@pytest.mark.parametrize(("nvrx", "gpus", "known"), [("0.4.1", 0, False), ("0.7.0", 0, True), ("0.7.0", 1, True), ("0.7.0", 2, False)])
+def test_the_in_process_known_failure_holds_under_0_7_with_fewer_gpus_than_local_ranks(monkeypatch, nvrx, gpus, known) -> None:
+    """NVRx 0.7's Wrapper checks GPU LOCAL_RANK through NVML before a restart in place: two ranks on a node
+    need two GPUs NVML sees (nvidia-smi's count stands for it), whatever device the ranks train on."""
+    from chaos.judge import run
+    from chaos.schema.loader import load_scenario
+
+    scenario = load_scenario(ROOT / "scenarios/inprocess_exception.yaml")
+    monkeypatch.setattr(run, "version", lambda name: nvrx)
+    monkeypatch.setattr(run, "gpu_count", lambda: gpus)
+    assert run.known_here(scenario) is known
 
 
 def test_the_launcher_s_remaining_processes_warning_is_read_as_nvrx_0_7_logs_it() -> None:

@@ -173,3 +173,15 @@ def test_a_known_failure_holds_only_for_exactly_its_verdicts_and_its_signature()
     assert known_failure_verdict(known, fixed, output).observed == "failed: none"
     worse = [*failing, Verdict("processes_reaped", "none", [7], False)]
     assert not known_failure_verdict(known, worse, output).passed
+
+
+def test_a_known_failure_s_may_also_fail_verdicts_pass_or_fail_and_no_other_does():
+    from chaos.judge.verdicts import Verdict, known_failure_verdict
+    from chaos.schema.expect import KnownFailure
+
+    known = KnownFailure(reason="a cascade", verdicts=["exit_code"], may_also_fail=["time_to_recover_s"])
+    edge = Verdict("time_to_recover_s", "<= 11.7", 11.98, False)
+    assert known_failure_verdict(known, [Verdict("exit_code", "== 0", 1, False), edge], "").passed
+    assert known_failure_verdict(known, [Verdict("exit_code", "== 0", 1, False), dataclasses.replace(edge, passed=True)], "").passed
+    assert not known_failure_verdict(known, [edge], "").passed
+    assert "(and maybe time_to_recover_s)" in known_failure_verdict(known, [edge], "").expected
