@@ -87,7 +87,8 @@ def fault_free(scenario: Scenario) -> Scenario:
     trainer = {k: v for k, v in scenario.trainer.items() if not k.startswith("ft.simulate")}
     return scenario.replace(
         faults=[], trainer={**trainer, "ft.enable_ft_package": False}, launcher="torchrun", relaunch=False,
-        relaunch_env={}, name=f"{scenario.name}-baseline", nodes=1, procs_per_node=None, spares=0, expect={},
+        relaunch_env={}, name=f"{scenario.name}-baseline", nodes=1, procs_per_node=None, spares=0, expect={}, known_failure=None,
+        plugins={},
     )
 
 

@@ -5,7 +5,8 @@ The judge reads each source where it speaks (pure functions of the run's events,
 Flight Recorder's dumps):
 
 - ``rank_monitor``: NVRx's rank monitor logs the heartbeat or section timeout it kills a rank for
-  (``[RankMonServer<pid>@<host>:<global rank>] Did not get subsequent heartbeat``, ``Section 'step' has been
+  (0.4.1: ``[RankMonServer<pid>@<host>:<global rank>] Did not get subsequent heartbeat``, 0.7: ``[workload:?(<local
+  rank>) ...] rank_monitor_server.py:522 [Cycle 0] ...``; ``Section 'step' has been
   open ...``); the runner stamps the line as ``ft_timeout`` (chaos/adapters/launcher.py).
 - ``flight_recorder``: torch's analyser names the ranks that never joined a collective
   (chaos/adapters/flight_recorder.py).
@@ -44,6 +45,10 @@ CULPRIT_SOURCE = "culprit"
 """The event file the judge writes its claims to (events/culprit.jsonl), anew at each judging."""
 
 _MONITOR = re.compile(r"RankMonServer\d+@[^\]:]+:(?P<rank>\d+)\]\s*(?P<what>.*)")
+_MONITOR_07 = re.compile(
+    r"\[workload:(?P<rank>\d+|\?)\((?P<local>\d+)\)[^\]]*\]\s*rank_monitor_server\.py:\d+\s*(?:\[Cycle \d+\]\s*)?(?P<what>.*)")
+"""NVRx 0.7's rank monitor line: ``[workload:?(<local rank>) infra:...] rank_monitor_server.py:522 [Cycle 0] ...``
+(its server knows the local rank, not the global one)."""
 _SECTION = re.compile(r"Section '(?P<section>[^']+)' has been open")
 _RERUN_CAUSE = {"nan": NAN, "spiky": SPIKE}
 _PERSISTENCE = {"transient_error": "transient", "reproducible": "persistent", "persistent_error": "persistent",
@@ -97,14 +102,30 @@ def _rank_monitor(events: list[Event], nodes: dict[tuple[int, int], str]) -> Ite
         if e["event"] != names.FT_TIMEOUT:
             continue
         line = e.get("line")
-        m = _MONITOR.search(line) if isinstance(line, str) else None  # a log read afterwards keeps its line number
-        if m is None:
+        said = _monitor_line(line, e, nodes) if isinstance(line, str) else None  # a log read afterwards keeps its line number
+        if said is None:
             continue
-        rank, what = int(m["rank"]), m["what"].strip()
+        rank, what = said
         section = _SECTION.search(what)
         detail = f"section {section['section']!r} timed out: {what}" if section else what
         node = e.get("node") or _node(nodes, e["attempt"], rank)
         yield CulpritClaim(RANK_MONITOR, HANG, rank, node, detail, attempt=e["attempt"]), *_at(e)
+
+
+def _monitor_line(line: str, e: Event, nodes: dict[tuple[int, int], str]) -> tuple[int, str] | None:
+    """The global rank a rank monitor line names and what it says, in 0.4.1's form or 0.7's (a local rank,
+    made global by the ranks the line's node ran in its attempt, or in the run when the run had one node)."""
+    if (m := _MONITOR.search(line)) is not None:
+        return int(m["rank"]), m["what"].strip()
+    if (m := _MONITOR_07.search(line)) is None:
+        return None
+    if m["rank"] != "?":
+        return int(m["rank"]), m["what"].strip()
+    local, node = int(m["local"]), e.get("node")
+    ranks = sorted({r for (a, r), n in nodes.items() if n == node and a == e["attempt"]})
+    if not ranks and len(set(nodes.values())) <= 1:
+        ranks = sorted({r for _, r in nodes})
+    return (ranks[local], m["what"].strip()) if local < len(ranks) else None
 
 
 def _straggler(events: list[Event], nodes: dict[tuple[int, int], str]) -> Iterable[tuple[CulpritClaim, float, float]]:

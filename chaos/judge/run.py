@@ -109,7 +109,7 @@ def judge_folder(
     verdicts += attribution_verdicts(scenario.expect, attributions, claims, armed)
     status = run_status(verdicts)
     if known_here(scenario) and status != BROKEN:
-        known = known_failure_verdict(scenario.known_failure, verdicts, _output(folder))
+        known = known_failure_verdict(scenario.known_failure, verdicts, "\n".join([_output(folder), *notes]))
         verdicts.append(known)
         status = KNOWN_FAILURE if known.passed else FAILED
     plot_timeline(run_dir, timeline, metrics, folder.picture, name=scenario.name, status=status)
@@ -247,5 +247,6 @@ def _read(path: Path) -> str:
 
 
 def _output(folder: RunFolder) -> str:
-    """What the run printed (its one-node launch's log), where a known failure's signature must show."""
+    """What the run printed (its one-node launch's log), where a known failure's signature must show (or in the
+    notes of a source the judge could not read: torch's Flight Recorder analyser's error)."""
     return _read(folder.launcher_log)

@@ -267,7 +267,7 @@ class KnownFailure(Strict):
     may_also_fail: list[str] = Field(default_factory=list)
     """Verdicts the failure leaves to chance (a limit it puts on the edge), pass or fail: never one of
     `verdicts`."""
-    only_without: list[Literal["transformer-engine", "nvidia-resiliency-ext>=0.7"]] = Field(default_factory=list)
+    only_without: list[Literal["transformer-engine", "nvidia-resiliency-ext>=0.7", "torch>=2.13"]] = Field(default_factory=list)
     """The failure is known only where none of these packages is installed (an upstream fallback path's
     bug), or none at that version (a bug fixed there); where one is, the run is judged on its expectations
     alone and must pass them."""

@@ -97,3 +97,16 @@ def test_the_docs_say_where_the_cache_is(monkeypatch):
     for doc in ("README.md", "docs/scenarios.md"):
         text = (PROJECT_ROOT / doc).read_text()
         assert f"${CACHE_VAR}" in text and f"~/.cache/{tail}" in text, doc
+
+
+def test_every_scenario_judged_against_a_baseline_has_a_fault_free_run_that_validates() -> None:
+    """The fault-free run expects nothing, so it keeps nothing that names an expectation (a known failure's
+    verdicts): inprocess_then_killed's baseline broke on the device for want of this."""
+    from chaos.judge.baseline import fault_free
+    from chaos.schema.loader import load_scenario
+
+    judged = [s for p in sorted((PROJECT_ROOT / "scenarios").glob("*.yaml")) if (s := load_scenario(p)).expect.baseline]
+    assert any(s.known_failure for s in judged)
+    for scenario in judged:
+        baseline = fault_free(scenario)
+        assert baseline.faults == [] and baseline.known_failure is None, scenario.name

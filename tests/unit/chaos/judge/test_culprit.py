@@ -228,3 +228,27 @@ def test_a_persistent_nan_requeued_on_another_node_is_no_restart_in_place(event)
                   event("launch", 2.1, rank=-1, attempt=1), event("run_start", 3.0, attempt=1, node=node)]
         (a,) = attribute(events, [], ())
         assert a.decision is not None and a.decision.agrees is right, a.decision.how
+
+
+SECTION0_07 = ("2026-12-06 07:34:19,860 [WARNING] [vm] [workload:?(0) infra:?(?)] rank_monitor_server.py:522 [Cycle 0] "
+               "Section 'step' has been open for 3.31 seconds. Timeout is 3.00 seconds.")
+OUT1_07 = ("2026-12-06 07:34:26,924 [WARNING] [vm] [workload:?(1) infra:?(?)] rank_monitor_server.py:539 [Cycle 0] "
+           "Was out of section for 10.37 seconds. Timeout is 10.00 seconds.")
+"""NVRx 0.7.0's rank monitor, as rank_hung_sections printed it on the 1x H100 machine (2026-12-06): the
+server knows its local rank only."""
+
+
+def test_nvrx_0_7_s_rank_monitor_lines_name_their_local_rank_made_global(event):
+    (section, out), = [[c for c, _, _ in culprit.claims(_hang(event, SECTION0_07, OUT1_07))]]
+    assert (section.culprit_rank, section.detail) == (0, "section 'step' timed out: Section 'step' has been open for 3.31 "
+                                                         "seconds. Timeout is 3.00 seconds.")
+    assert (out.culprit_rank, out.culprit_node) == (1, "vm") and out.detail.startswith("Was out of section")
+    (a,) = _judged(_hang(event, SECTION0_07, OUT1_07))
+    assert (a.sources[0].outcome, a.sources[0].named) == (MIXED, ("rank 0", "rank 1"))
+
+
+def test_a_0_7_local_rank_on_the_second_node_is_that_node_s_rank(event):
+    events = [event("run_start", 0.5, node="node0"), event("run_start", 0.5, rank=1, node="node1"),
+              event("ft_timeout", 5.0, rank=-1, node="node1", line=OUT1_07.replace("(1)", "(0)"))]
+    ((claim, _, _),) = culprit.claims(events)
+    assert (claim.culprit_rank, claim.culprit_node) == (1, "node1")
