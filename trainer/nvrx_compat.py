@@ -115,7 +115,8 @@ LAUNCHER_FEATURES: dict[str, tuple[int, int]] = {
     "per_cycle_applog_prefix": (0, 7),
 }
 """ft_launcher options 0.4.1's launcher lacks, with the version that has them here: progress tracking, the
-no-restart exit code, the health checks before rendezvous, cycle records. 0.5 and 0.6 were never run here,
+no-restart exit code, the health checks before rendezvous, cycle records, the attribution service (and the
+per-cycle worker logs it reads). 0.5 and 0.6 were never run here,
 so each is dated by the one newer version that was (0.7.0)."""
 
 LAUNCHER_CLI_ONLY = (

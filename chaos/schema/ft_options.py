@@ -48,8 +48,9 @@ class FTLauncherOptions(Strict):
     the judge checks them against the attempts it saw (chaos/judge/launcher_records.py)."""
     check_remaining_processes: bool | None = None
     attribution_endpoint: str | None = None
-    """``localhost``: the launcher starts NVRx's attribution service (nvrx-attrsvc, port 50050, one per machine)
-    and submits each cycle's log to it; needs ``per_cycle_applog_prefix`` and an LLM API key file."""
+    """``localhost``: the launcher starts NVRx's attribution service (nvrx-attrsvc on port 50050 of its network:
+    each run has its own) and submits each cycle's log to it; needs ``per_cycle_applog_prefix`` and an LLM API
+    key file."""
     attribution_stop_action: Literal["log", "no-restart"] | None = None
     """What the launcher does with the service's STOP verdict: ``no-restart`` ends the job with the no-restart
     exit code (NVRx's default ``log`` only records it)."""
