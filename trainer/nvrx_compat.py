@@ -107,12 +107,22 @@ LAUNCHER_FEATURES: dict[str, tuple[int, int]] = {
     "storage_healthcheck_path": (0, 7),
     "cycle_info_dir": (0, 7),
     "check_remaining_processes": (0, 7),
+    "attribution_endpoint": (0, 7),
+    "attribution_stop_action": (0, 7),
+    "attribution_analysis_backend": (0, 7),
+    "attribution_llm_api_key_file": (0, 7),
+    "attribution_llm_base_url": (0, 7),
+    "per_cycle_applog_prefix": (0, 7),
 }
 """ft_launcher options 0.4.1's launcher lacks, with the version that has them here: progress tracking, the
-no-restart exit code, the health checks before rendezvous, cycle records. 0.5 and 0.6 were never run here,
+no-restart exit code, the health checks before rendezvous, cycle records, the attribution service (and the
+per-cycle worker logs it reads). 0.5 and 0.6 were never run here,
 so each is dated by the one newer version that was (0.7.0)."""
 
-LAUNCHER_CLI_ONLY = ("no_restart_exit_code",)
+LAUNCHER_CLI_ONLY = (
+    "no_restart_exit_code", "attribution_analysis_backend", "attribution_llm_api_key_file", "attribution_llm_base_url",
+    "per_cycle_applog_prefix",
+)
 """Options the launcher takes on its command line alone (not from the --ft-cfg-path YAML)."""
 
 

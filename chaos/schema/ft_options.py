@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -47,6 +47,19 @@ class FTLauncherOptions(Strict):
     """Where the launcher writes its own record of each cycle (cycle_info.<job>.<attempt>.<cycle> JSON files):
     the judge checks them against the attempts it saw (chaos/judge/launcher_records.py)."""
     check_remaining_processes: bool | None = None
+    attribution_endpoint: str | None = None
+    """``localhost``: the launcher starts NVRx's attribution service (nvrx-attrsvc on port 50050 of its network:
+    each run has its own) and submits each cycle's log to it; needs ``per_cycle_applog_prefix`` and an LLM API
+    key file."""
+    attribution_stop_action: Literal["log", "no-restart"] | None = None
+    """What the launcher does with the service's STOP verdict: ``no-restart`` ends the job with the no-restart
+    exit code (NVRx's default ``log`` only records it)."""
+    attribution_analysis_backend: Literal["lib"] | None = None
+    attribution_llm_api_key_file: str | None = None
+    """The service's LLM key file (it must exist; ``{project}`` is this project's folder)."""
+    attribution_llm_base_url: str | None = None
+    per_cycle_applog_prefix: str | None = None
+    """Where the launcher writes the workers' output, one file per cycle (the logs attribution reads)."""
 
     def detection_set(self) -> list[str]:
         """The options set away from their defaults that decide how faults are detected: all but the two about
@@ -55,8 +68,11 @@ class FTLauncherOptions(Strict):
         return [n for n in type(self).model_fields if n not in MACHINE_OPTIONS and getattr(self, n) != getattr(default, n)]
 
 
-RUN_DIR_PATHS = ("checkpoint_iteration_file", "storage_healthcheck_path", "link_state_path_template", "cycle_info_dir")
-"""The options whose `{run_dir}` the runner replaces with the run folder."""
+RUN_DIR_PATHS = (
+    "checkpoint_iteration_file", "storage_healthcheck_path", "link_state_path_template", "cycle_info_dir",
+    "attribution_llm_api_key_file", "per_cycle_applog_prefix",
+)
+"""The options whose `{run_dir}` the runner replaces with the run folder (and `{project}` with this project's)."""
 
 MACHINE_OPTIONS = ("term_timeout", "gpu_memory_reclaim_timeout")
 """How the launcher stops workers here, not how it detects a fault: these apply over a command's own

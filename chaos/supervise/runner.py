@@ -136,10 +136,15 @@ def ft_options(scenario: Scenario, run_dir: Path) -> dict[str, Any]:
         options = scenario.ft.model_dump(exclude={"term_timeout"})
         if any(isinstance(f, NicLinkDownSpec) for f in scenario.faults):
             options["link_state_path_template"] = TEMPLATE  # the run's link state files (chaos/faults/nic)
-        return {k: v.replace("{run_dir}", str(run_dir)) if k in RUN_DIR_PATHS and v else v for k, v in options.items()}
+        return {k: _in_run(v, run_dir) if k in RUN_DIR_PATHS and v else v for k, v in options.items()}
     section = ft_section(own.replace("{run_dir}", str(run_dir)))
     reclaim = scenario.ft.gpu_memory_reclaim_timeout
     return section if reclaim is None else {**section, "gpu_memory_reclaim_timeout": reclaim}
+
+
+def _in_run(path: str, run_dir: Path) -> str:
+    """An ``ft:`` path option with `{run_dir}` the run folder and `{project}` this project's folder."""
+    return path.replace("{run_dir}", str(run_dir)).replace("{project}", str(PROJECT_ROOT))
 
 
 def external_command(command: list[str], run_dir: Path) -> list[str]:
