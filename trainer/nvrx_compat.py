@@ -71,6 +71,20 @@ import UnhealthyNodeException, get_node_health_check``), two classes of the exce
 branch instead) and a node health check endpoint it sets is not the one its rendezvous asks."""
 
 
+def node_health_stubs() -> SimpleNamespace:
+    """gRPC and the nvhcd stubs NVRx 0.7 ships for its node health check client (``pb2``, ``pb2_grpc``), for
+    the harness to serve the service the client asks. ImportError naming what is missing (grpc is an optional
+    NVRx dependency; 0.4.1 has no stubs)."""
+    grpc = importlib.import_module("grpc")
+    proto = "nvidia_resiliency_ext.shared_utils.proto"
+    try:
+        pb2 = importlib.import_module(f"{proto}.nvhcd_pb2")
+        pb2_grpc = importlib.import_module(f"{proto}.nvhcd_pb2_grpc")
+    except ModuleNotFoundError as e:
+        raise ImportError(f"NVRx {VERSION} ships no nvhcd stubs ({e.name})") from e
+    return SimpleNamespace(grpc=grpc, pb2=pb2, pb2_grpc=pb2_grpc)
+
+
 def ft_config_section(options: dict) -> dict:
     """The launcher's `fault_tolerance:` YAML section; the NIC monitor needs NVML, absent on CPU machines.
 
@@ -113,6 +127,7 @@ LAUNCHER_FEATURES: dict[str, tuple[int, int]] = {
     "attribution_llm_api_key_file": (0, 7),
     "attribution_llm_base_url": (0, 7),
     "per_cycle_applog_prefix": (0, 7),
+    "node_health_check_endpoint": (0, 7),
 }
 """ft_launcher options 0.4.1's launcher lacks, with the version that has them here: progress tracking, the
 no-restart exit code, the health checks before rendezvous, cycle records, the attribution service (and the
@@ -121,7 +136,7 @@ so each is dated by the one newer version that was (0.7.0)."""
 
 LAUNCHER_CLI_ONLY = (
     "no_restart_exit_code", "attribution_analysis_backend", "attribution_llm_api_key_file", "attribution_llm_base_url",
-    "per_cycle_applog_prefix",
+    "per_cycle_applog_prefix", "node_health_check_endpoint",
 )
 """Options the launcher takes on its command line alone (not from the --ft-cfg-path YAML)."""
 

@@ -15,6 +15,7 @@ from chaos.faults.memory.schema import HostOom
 from chaos.faults.native.schema import Abort, GilDeadlock, Segfault
 from chaos.faults.network.schema import NetworkDegraded, NetworkPartition
 from chaos.faults.nic.schema import NicLinkDown
+from chaos.faults.node_health.schema import NodeUnhealthy
 from chaos.faults.nodes.schema import NodeHung, NodeKilled, NodeRejoin
 from chaos.faults.process.schema import ExceptionFault, RandomFault, RankHung, RankKilled
 from chaos.faults.signals.schema import DutyCycle, Sigkill, Sigstop, Sigterm
@@ -27,6 +28,7 @@ FAULT_KINDS = (
     Sigterm, Sigkill, Sigstop, DutyCycle, SlowRank, NanLoss, SpikyLoss, NodeKilled, NodeHung, NodeRejoin,
     SlurmKillStep, SlurmRequeue, LocalCheckpointLost, DiskFull, StorageStall, HostOom,
     Segfault, Abort, GilDeadlock, NetworkPartition, NetworkDegraded, GpuOom, Soak, NicLinkDown,
+    NodeUnhealthy,
 )
 """Every fault kind a scenario may name (in this order in error messages)."""
 

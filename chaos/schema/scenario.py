@@ -29,6 +29,7 @@ from chaos.faults.disk import schema as disk
 from chaos.faults.memory import schema as memory
 from chaos.faults.network import schema as network
 from chaos.faults.nic import schema as nic
+from chaos.faults.node_health import schema as node_health
 from chaos.faults.plan import PlannedFault, Side
 from chaos.faults.registry import Fault
 from chaos.faults.slurm.schema import SlurmRequeue
@@ -333,6 +334,10 @@ class Scenario(Strict):
                 count = sum(isinstance(f, nic.NicLinkDown) for f in self.faults)
                 yield from (f"faults[{i}].{p}" for p in nic.scenario_problems(
                     self.launcher, self.nodes, self.requires == "slurm", count, self.ft.enable_nic_healthcheck, self.ft.link_state_path_template))
+            if isinstance(fault, node_health.NodeUnhealthy):
+                count = sum(isinstance(f, node_health.NodeUnhealthy) for f in self.faults)
+                yield from (f"faults[{i}].{p}" for p in node_health.scenario_problems(
+                    self.launcher, self.nodes, self.requires == "slurm", count))
             if deadline and fault.after_s is not None and fault.after_s >= self.deadline_s:
                 yield f"faults[{i}].after_s: {fault.after_s:g} is past deadline_s ({self.deadline_s:g})"
             if last is not None and fault.last_attempt > last:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chaos.faults.memory.planned import HostOom
+from chaos.faults.node_health.service import unavailable as node_health_unavailable
 from chaos.faults.plan import PlannedFault
 from chaos.supervise import cgroup
 from chaos.supervise.isolation import Isolation, IsolationUnavailable
@@ -79,6 +80,8 @@ def lacks(kinds: set[str]) -> str | None:
             return f"{', '.join(wanted)} need{'s' if len(wanted) == 1 else ''} a private mount namespace with a tmpfs: {reason}"
     if "nic_link_down" in kinds and (reason := _no_fake_nics()) is not None:
         return f"nic_link_down needs a private mount namespace with its own /sys/class/infiniband: {reason}"
+    if "node_unhealthy" in kinds and (reason := node_health_unavailable()) is not None:
+        return reason
     if "storage_stall" in kinds:
         return _no_fuse()
     return None

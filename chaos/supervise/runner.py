@@ -22,6 +22,9 @@ from chaos.adapters import flight_recorder
 from chaos.errors import BadInput, NeverRan
 from chaos.faults.nic.planned import TEMPLATE, launch_nics
 from chaos.faults.nic.schema import NicLinkDown as NicLinkDownSpec
+from chaos.faults.node_health.planned import SOCKET, node_health_endpoint
+from chaos.faults.node_health.schema import NodeUnhealthy as NodeUnhealthySpec
+from chaos.faults.node_health.service import NodeHealthService
 from chaos.faults.plan import PlannedFault, arming, write_plan
 from chaos.judge.baseline import BaselineFailed, cache_dir, cached_baseline, ensure_baseline
 from chaos.judge.run import RunOutcome, installed, judge_folder, scenario_of
@@ -136,6 +139,8 @@ def ft_options(scenario: Scenario, run_dir: Path) -> dict[str, Any]:
         options = scenario.ft.model_dump(exclude={"term_timeout"})
         if any(isinstance(f, NicLinkDownSpec) for f in scenario.faults):
             options["link_state_path_template"] = TEMPLATE  # the run's link state files (chaos/faults/nic)
+        if any(isinstance(f, NodeUnhealthySpec) for f in scenario.faults):
+            options["node_health_check_endpoint"] = str(run_dir / SOCKET)  # the run's service (chaos/faults/node_health)
         return {k: _in_run(v, run_dir) if k in RUN_DIR_PATHS and v else v for k, v in options.items()}
     section = ft_section(own.replace("{run_dir}", str(run_dir)))
     reclaim = scenario.ft.gpu_memory_reclaim_timeout
@@ -265,6 +270,8 @@ def _launch(
 ) -> LaunchResult:
     """One launch of the job: its agents (one per node) in one c10d rendezvous on reserved loopback ports."""
     claim = reserve_ports(3)
+    endpoint = node_health_endpoint(plan, run_dir)
+    health = NodeHealthService(run_dir, endpoint) if endpoint is not None else None
     try:
         on_gpus = scenario.nodes > 1 and wants_cuda(scenario.config.dist)
         storage = RunStorage.of(plan, run_dir)
@@ -284,6 +291,8 @@ def _launch(
         launch.on_tick = tick
         return launch.wait()
     finally:
+        if health is not None:
+            health.stop()
         claim.release()
 
 
