@@ -204,10 +204,7 @@ HEALTH_CHECK_FAILED = re.compile(r"(?P<check>[A-Z][A-Za-z ]*?health check) faile
 """ft_launcher's line (NVRx 0.7) when a health check before a rendezvous fails: it then exits 1 without
 starting the attempt. After an injected fault that is the stack's reaction to the fault (it refused to
 restart onto what the fault broke), so the earlier fault explains it, as a restart the fault broke."""
-HEALTH_CHECKED = {
-    "NIC link state health check": ("nic_link_down",), "Storage path health check": ("storage_stall", "disk_full"),
-    "Node health check": ("node_unhealthy",),
-}
+HEALTH_CHECKED = {"NIC link state health check": ("nic_link_down",), "Storage path health check": ("storage_stall", "disk_full"), "Node health check": ("node_unhealthy",)}
 """What each of those checks looks at, as the fault kinds that break it."""
 
 _PORT_IN_USE = re.compile(r"EADDRINUSE|address already in use", re.IGNORECASE)

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chaos.faults.memory.planned import HostOom
-from chaos.faults.node_health.service import unavailable as node_health_unavailable
 from chaos.faults.plan import PlannedFault
 from chaos.supervise import cgroup
 from chaos.supervise.isolation import Isolation, IsolationUnavailable
+from chaos.supervise.node_health import unavailable as node_health_unavailable
 from chaos.supervise.storage import mount_points, mounts_outside
 from runlog.env import MEMORY_CGROUP_VAR
 from runlog.log import EventLog

@@ -24,7 +24,6 @@ from chaos.faults.nic.planned import TEMPLATE, launch_nics
 from chaos.faults.nic.schema import NicLinkDown as NicLinkDownSpec
 from chaos.faults.node_health.planned import SOCKET, node_health_endpoint
 from chaos.faults.node_health.schema import NodeUnhealthy as NodeUnhealthySpec
-from chaos.faults.node_health.service import NodeHealthService
 from chaos.faults.plan import PlannedFault, arming, write_plan
 from chaos.judge.baseline import BaselineFailed, cache_dir, cached_baseline, ensure_baseline
 from chaos.judge.run import RunOutcome, installed, judge_folder, scenario_of
@@ -37,6 +36,7 @@ from chaos.supervise.foreign import AdapterSteps
 from chaos.supervise.isolation import NETWORK_VAR, Isolation, node_address
 from chaos.supervise.launch import Launch, LaunchResult, LaunchSpec
 from chaos.supervise.machine import RunMachine, lacks
+from chaos.supervise.node_health import NodeHealthService
 from chaos.supervise.nodes import gpu_blocks, lacks_networks, node_networks, run_nodes, visible_gpus
 from chaos.supervise.ports import reserve_ports, sweep_claims
 from chaos.supervise.progress import ProgressView

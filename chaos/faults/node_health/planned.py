@@ -1,5 +1,5 @@
 """node_unhealthy as planned and fired: the runner writes the run's node health state that the run's node
-health service (chaos/faults/node_health/service.py) answers from."""
+health service (chaos/supervise/node_health.py) answers from."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ from concurrent import futures
 from pathlib import Path
 from typing import Any
 
+from chaos.errors import BadInput
 from chaos.faults.node_health.planned import STATE, failed_check
 from trainer import nvrx_compat
 
@@ -43,7 +44,8 @@ class NodeHealthService:
 
     def __init__(self, run_dir: Path, socket: Path) -> None:
         if len(str(socket)) > MAX_SOCKET_PATH:
-            raise ValueError(f"the node health socket {socket} is longer than a Unix socket path may be ({MAX_SOCKET_PATH})")
+            raise BadInput(f"the node health socket {socket} is longer than a Unix socket path may be "
+                           f"({MAX_SOCKET_PATH} characters): give the run a shorter folder (--out)")
         self.run_dir, self.socket = run_dir, socket
         stubs = nvrx_compat.node_health_stubs()
         self._pb2 = stubs.pb2
