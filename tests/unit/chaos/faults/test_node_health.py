@@ -109,3 +109,28 @@ def test_a_socket_path_too_long_for_a_unix_socket_is_refused_naming_it(tmp_path:
     socket = tmp_path / ("x" * 120) / SOCKET
     with pytest.raises(BadInput, match="longer than a Unix socket path may be"):
         NodeHealthService(tmp_path, socket)
+
+
+@pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))
+def test_the_service_serves_while_the_launch_runs_and_is_stopped_whatever_its_end(tmp_path: Path, monkeypatch) -> None:
+    """The runner's launch starts the service before anything else of the launch and stops it in its
+    ``finally``: a launch that fails leaves no socket and no server."""
+    from chaos.supervise import runner
+
+    scenario = parse_scenario(_data(), "s")
+    plan = plan_faults(scenario, 0)
+    socket = tmp_path / SOCKET
+    served: list[bool] = []
+
+    def broken_launch(plan: object, run_dir: Path) -> None:
+        from nvidia_resiliency_ext.shared_utils.health_check import NodeHealthCheck
+
+        served.append(NodeHealthCheck(endpoint=str(socket), request_timeout_sec=10)())
+        raise OSError("the launch failed")
+
+    monkeypatch.setattr(runner.RunStorage, "of", broken_launch)
+    with pytest.raises(OSError, match="the launch failed"):
+        runner._launch(scenario, tmp_path, [], plan, None, None, lambda: None, None, {}, 10.0, {})  # type: ignore[arg-type]
+    assert served == [True]
+    assert not socket.exists()
+    assert len((tmp_path / "node-health" / "answers.log").read_text().splitlines()) == 1

@@ -243,3 +243,8 @@ def test_a_restart_a_health_check_refused_is_the_failed_recovery_of_what_that_ch
                              "Node localhost_1_0 has unhealthy NIC link(s).")
     other = NIC_LOG.replace("NIC link state health check", "Storage path health check")
     assert account(events, planned, {"": other}).failures[1].explained_by == "f1"  # no storage fault: the newest
+    node = [{**p, "type": "node_unhealthy"} if p["fault_id"] == "f0" else p for p in planned]
+    unhealthy = [{**e, "fault": "node_unhealthy"} if e.get("fault_id") == "f0" else e for e in events]
+    node_log = ("2026-12-06 08:27:20,987 [ERROR] [vm] ft_rendezvous_barrier.py:2629 Node health check failed for node "
+                "localhost_1_0: Node localhost_1_0 is unhealthy.\n")  # ft_node_unhealthy_w1's refused restart
+    assert account(unhealthy, node, {"": node_log}).failures[1].explained_by == "f0"
